@@ -1,0 +1,57 @@
+"""ember: a PyTorch-compatible deep-learning framework on NumPy (CPU) and CuPy (CUDA).
+
+``ember`` is a pkgutil-style namespace package: ember-core owns this file and the other ember
+distributions (ember-autograd, ember-nn, ...) add subpackages to it. Importing ember loads every
+installed extension (entry point group ``ember.extensions``).
+"""
+import pkgutil
+
+__path__ = pkgutil.extend_path(__path__, __name__)
+
+import importlib as _importlib  # noqa: E402
+
+from . import _extensions, _ops, _registry  # noqa: E402
+from . import _factory  # noqa: E402,F401  (registers the creation functions)
+from ._device import device  # noqa: E402
+from ._dtype import (  # noqa: E402
+    bfloat16, bool, cdouble, cfloat, chalf, complex32, complex64, complex128, double, dtype, finfo, float,
+    float16, float32, float64, get_default_dtype, half, iinfo, int, int8, int16, int32, int64, long, set_default_dtype,
+    short, uint8)
+from ._factory import get_default_device, set_default_device  # noqa: E402
+from ._printing import set_printoptions  # noqa: E402
+from ._promotion import broadcast_shapes, can_cast, promote_types, result_type  # noqa: E402
+from ._size import Size  # noqa: E402
+from ._tensor import Tensor, is_tensor  # noqa: E402
+from ._version import __version__  # noqa: E402
+from ._random import *  # noqa: E402,F401,F403
+from ._serialization import *  # noqa: E402,F401,F403
+from ._dlpack import *  # noqa: E402,F401,F403
+
+_exported = _registry.install(globals())
+
+# submodules imported on first attribute access, so that `import ember` stays light
+_LAZY = ("cuda", "backends", "random", "hub", "linalg", "fft", "utils", "testing", "return_types")
+
+
+def is_floating_point(input):
+    return input.dtype.is_floating_point
+
+
+def is_complex(input):
+    return input.dtype.is_complex
+
+
+def numel(input):
+    return input.numel()
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        return _importlib.import_module(f"{__name__}.{name}")
+    dist = _extensions.PROVIDERS.get(name)
+    if dist is not None:
+        raise _extensions.missing("ember attribute", name, dist)
+    raise AttributeError(f"module 'ember' has no attribute '{name}'")
+
+
+_extensions.load_all(_importlib.import_module(__name__))

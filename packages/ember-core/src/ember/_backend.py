@@ -1,0 +1,53 @@
+"""Which array library a tensor's array belongs to, and lazy access to CuPy.
+
+``import ember`` never imports CuPy: the first CUDA tensor does.
+"""
+import numpy as np
+
+from ._device import CPU, device
+
+_cupy = None
+
+
+def cupy():
+    """The cupy module, imported on first use; RuntimeError naming the fix when it is missing."""
+    global _cupy
+    if _cupy is None:
+        try:
+            import cupy as cp
+        except ImportError as e:
+            raise RuntimeError("CUDA tensors need CuPy: pip install 'ember-core[cuda12]' (or [cuda13]) "
+                               f"({e})") from None
+        _cupy = cp
+    return _cupy
+
+
+def xp_of(arr):
+    """NumPy for host arrays, CuPy for device arrays."""
+    return np if type(arr) is np.ndarray else cupy()
+
+
+def is_host(arr):
+    return type(arr) is np.ndarray
+
+
+def device_of(arr):
+    if type(arr) is np.ndarray:
+        return CPU
+    return device("cuda", arr.device.id)
+
+
+def to_device(arr, dev):
+    """Copy ``arr`` to ``dev`` (an ember.device); returns ``arr`` itself if it is there already."""
+    if dev.type == "cpu":
+        return arr if type(arr) is np.ndarray else arr.get()
+    if dev.type != "cuda":
+        raise RuntimeError(f"ember has no arrays on device type '{dev.type}'")
+    from . import cuda
+    cuda._lazy_init()
+    cp = cupy()
+    index = cp.cuda.runtime.getDevice() if dev.index is None else dev.index
+    if type(arr) is not np.ndarray and arr.device.id == index:
+        return arr
+    with cp.cuda.Device(index):
+        return cp.asarray(arr)

@@ -1,0 +1,71 @@
+"""The dispatcher: the layers an op call passes through before its array implementation.
+
+Packages register layers (ember-amp registers "autocast" at order 100, ember-autograd "autograd" at
+order 200); a call runs them in ascending order, each handing on to the next with ``call_next``,
+and the implementation runs last. A call takes the fast path, straight to the implementation, unless
+a layer has switched the slow path on (``force_slow``, e.g. while an autocast region is open) or an
+input tensor requires grad. Nothing else is checked on the fast path.
+"""
+import bisect
+
+# [count of reasons to take the slow path for every call]; a list so hot code reads one index
+FORCED = [0]
+
+_layers = []  # (order, name, handler), sorted
+
+
+class Call:
+    """One op call as the layers see it: the op, its arguments, and how its result is written.
+
+    ``mode`` is None for an out-of-place call, "inplace" for ``x.op_()`` and "out" for ``out=``.
+    """
+
+    __slots__ = ("op", "args", "kwargs", "mode", "out")
+
+    def __init__(self, op, args, kwargs, mode=None, out=None):
+        self.op, self.args, self.kwargs, self.mode, self.out = op, args, kwargs, mode, out
+
+    def tensors(self):
+        """The tensor arguments, in order, lists and tuples at the top level flattened."""
+        from ._tensor import Tensor
+        found = []
+        for a in self.args:
+            if isinstance(a, Tensor):
+                found.append(a)
+            elif type(a) in (list, tuple):
+                found.extend(x for x in a if isinstance(x, Tensor))
+        found.extend(v for v in self.kwargs.values() if isinstance(v, Tensor))
+        return found
+
+
+def register_layer(name, order, handler):
+    """Add a layer. ``handler(call, call_next)`` returns the call's result; it may change the call
+    (autocast casts its arguments) and must hand on through ``call_next(call)`` to run the op."""
+    if any(n == name for _, n, _ in _layers):
+        raise RuntimeError(f"dispatcher layer '{name}' is already registered")
+    bisect.insort(_layers, (order, name, handler))
+
+
+def unregister_layer(name):
+    _layers[:] = [entry for entry in _layers if entry[1] != name]
+
+
+def layers():
+    return [name for _, name, _ in _layers]
+
+
+def force_slow(on):
+    """Make every call take the layered path (True) or release one such request (False)."""
+    FORCED[0] += 1 if on else -1
+
+
+def run_layers(call, implementation):
+    """Run ``call`` through every registered layer, then ``implementation(call)``."""
+    chain = [h for _, _, h in _layers]
+
+    def step(i, c):
+        if i == len(chain):
+            return implementation(c)
+        return chain[i](c, lambda c2: step(i + 1, c2))
+
+    return step(0, call)

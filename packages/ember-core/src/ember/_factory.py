@@ -1,0 +1,278 @@
+"""Creation functions: tensor, as_tensor, from_numpy, zeros/ones/full/empty (+ _like), arange, linspace,
+logspace, eye; and the default device (``ember.set_default_device``, ``with ember.device(...)``)."""
+import builtins
+import math
+
+import numpy as np
+
+from . import _backend
+from . import _dtype as D
+from ._device import CPU, as_device
+from ._registry import factory, write_out
+from ._tensor import Tensor
+
+_default_device = [CPU]
+
+
+def push_default_device(dev):
+    _default_device.append(dev)
+
+
+def pop_default_device():
+    _default_device.pop()
+
+
+def set_default_device(device):
+    _default_device[0] = CPU if device is None else as_device(device)
+
+
+def get_default_device():
+    return _default_device[-1]
+
+
+def size_args(size, what="size"):
+    """``f(2, 3)``, ``f((2, 3))``, ``f([2, 3])`` and ``f(ember.Size)`` all mean the shape (2, 3)."""
+    if len(size) == 1 and isinstance(size[0], (tuple, list)):
+        size = size[0]
+    out = []
+    for s in size:
+        if isinstance(s, Tensor):
+            s = s.item()
+        if isinstance(s, (float, builtins.bool)) or not hasattr(s, "__index__"):
+            raise TypeError(f"{what} must be tuple of ints, but got {type(s).__name__}")
+        out.append(s.__index__())
+    return tuple(out)
+
+
+def _check_sizes(shape):
+    for s in shape:
+        if s < 0:
+            raise RuntimeError(f"Trying to create tensor with negative dimension {s}: {list(shape)}")
+
+
+def _place(arr, device, requires_grad=False):
+    """Move a freshly made host array to ``device`` and wrap it."""
+    dev = as_device(device) or _default_device[-1]
+    if dev.type != "cpu":
+        arr = _backend.to_device(arr, dev)
+    t = Tensor._wrap(arr)
+    if requires_grad:
+        t.requires_grad = True
+    return t
+
+
+def _make(shape, dtype, device, requires_grad, out, fill):
+    shape = size_args(shape)
+    _check_sizes(shape)
+    dtype = dtype or D.get_default_dtype()
+    arr = fill(shape, D.storage(dtype))
+    if out is not None:
+        return write_out(out, arr)
+    return _place(arr, device, requires_grad)
+
+
+@factory("zeros")
+def zeros(*size, out=None, dtype=None, layout=None, device=None, requires_grad=False, pin_memory=False):
+    """A tensor of zeros of the given shape."""
+    return _make(size, dtype, device, requires_grad, out, np.zeros)
+
+
+@factory("ones")
+def ones(*size, out=None, dtype=None, layout=None, device=None, requires_grad=False, pin_memory=False):
+    """A tensor of ones of the given shape."""
+    return _make(size, dtype, device, requires_grad, out, np.ones)
+
+
+@factory("empty")
+def empty(*size, out=None, dtype=None, layout=None, device=None, requires_grad=False, pin_memory=False,
+          memory_format=None):
+    """An uninitialised tensor of the given shape."""
+    return _make(size, dtype, device, requires_grad, out, np.empty)
+
+
+def _infer_scalar_dtype(value):
+    if isinstance(value, Tensor):
+        return value.dtype
+    from ._promotion import scalar_dtype
+    return scalar_dtype(value)
+
+
+@factory("full")
+def full(size, fill_value, *, out=None, dtype=None, layout=None, device=None, requires_grad=False,
+         pin_memory=False):
+    """A tensor of the given shape filled with ``fill_value`` (its dtype inferred from the value)."""
+    dtype = dtype or _infer_scalar_dtype(fill_value)
+    value = fill_value.item() if isinstance(fill_value, Tensor) else fill_value
+    return _make((size,), dtype, device, requires_grad, out, lambda s, t: np.full(s, value, dtype=t))
+
+
+def _like(input, dtype, device):
+    return dtype or input.dtype, device or input.device
+
+
+@factory("zeros_like")
+def zeros_like(input, *, dtype=None, layout=None, device=None, requires_grad=False, memory_format=None):
+    """Zeros with the shape (and by default dtype and device) of ``input``."""
+    return zeros(input.shape, **_like_kw(input, dtype, device, requires_grad))
+
+
+@factory("ones_like")
+def ones_like(input, *, dtype=None, layout=None, device=None, requires_grad=False, memory_format=None):
+    """Ones with the shape (and by default dtype and device) of ``input``."""
+    return ones(input.shape, **_like_kw(input, dtype, device, requires_grad))
+
+
+@factory("empty_like")
+def empty_like(input, *, dtype=None, layout=None, device=None, requires_grad=False, memory_format=None):
+    """An uninitialised tensor with the shape (and by default dtype and device) of ``input``."""
+    return empty(input.shape, **_like_kw(input, dtype, device, requires_grad))
+
+
+@factory("full_like")
+def full_like(input, fill_value, *, dtype=None, layout=None, device=None, requires_grad=False,
+              memory_format=None):
+    """``fill_value`` in the shape (and by default dtype and device) of ``input``."""
+    return full(input.shape, fill_value, **_like_kw(input, dtype, device, requires_grad))
+
+
+def _like_kw(input, dtype, device, requires_grad):
+    return {"dtype": dtype or input.dtype, "device": device or input.device, "requires_grad": requires_grad}
+
+
+def _from_data(data, dtype):
+    """A host array for ``data`` (nested sequences, scalars, arrays, tensors) with PyTorch's dtype
+    inference: Python floats take the default dtype, Python ints int64, bools bool."""
+    if isinstance(data, Tensor):
+        arr = data._host()
+    elif isinstance(data, np.ndarray) or hasattr(data, "__array_interface__"):
+        arr = np.asarray(data)
+    elif hasattr(data, "__cuda_array_interface__"):
+        arr = _backend.cupy().asarray(data).get()
+    else:
+        if isinstance(data, (str, bytes)) or data is None:
+            raise TypeError(f"new(): invalid data type '{type(data).__name__}'")
+        arr = np.asarray(data)
+        if arr.dtype == object:
+            raise TypeError(f"new(): invalid data type '{type(data).__name__}'")
+        if dtype is None and _has_python_floats(data):
+            if arr.dtype == np.float64:
+                arr = arr.astype(D.get_default_dtype().np)
+            elif arr.dtype == np.complex128:
+                arr = arr.astype(D.storage(D.default_complex()))
+    if dtype is not None:
+        arr = arr.astype(D.storage(dtype), copy=False)
+    else:
+        D.from_np(arr.dtype)  # TypeError for dtypes PyTorch has no tensor for
+    return arr
+
+
+def _has_python_floats(data):
+    """Whether nested Python data holds plain floats/complexes (not arrays/tensors of float64)."""
+    if isinstance(data, (float, complex)):
+        return True
+    if isinstance(data, (list, tuple)):
+        return any(_has_python_floats(x) for x in data)
+    return False
+
+
+@factory("tensor")
+def tensor(data, *, dtype=None, device=None, requires_grad=False, pin_memory=False):
+    """A new tensor holding a copy of ``data``."""
+    arr = np.array(_from_data(data, dtype), copy=True)
+    dev = as_device(device) or (data.device if isinstance(data, Tensor) and device is None else None)
+    return _place(arr, dev, requires_grad)
+
+
+@factory("as_tensor")
+def as_tensor(data, dtype=None, device=None):
+    """``data`` as a tensor, sharing memory with it where dtype and device allow."""
+    if isinstance(data, Tensor):
+        return data.to(dtype=dtype, device=device)
+    if hasattr(data, "__cuda_array_interface__"):
+        arr = _backend.cupy().asarray(data)
+        return Tensor._wrap(arr if dtype is None else arr.astype(D.storage(dtype), copy=False))
+    return _place(_from_data(data, dtype), device)
+
+
+@factory("asarray")
+def asarray(obj, *, dtype=None, device=None, copy=None, requires_grad=False):
+    """Like as_tensor; ``copy=True`` always copies, ``copy=False`` refuses to."""
+    t = as_tensor(obj, dtype=dtype, device=device)
+    if copy:
+        t = t.clone() if t is obj or (isinstance(obj, np.ndarray) and np.shares_memory(t._data, obj)) else t
+    if requires_grad:
+        t.requires_grad = True
+    return t
+
+
+@factory("from_numpy")
+def from_numpy(ndarray):
+    """A tensor sharing memory with a NumPy array."""
+    if not isinstance(ndarray, np.ndarray):
+        raise TypeError(f"expected np.ndarray (got {type(ndarray).__name__})")
+    D.from_np(ndarray.dtype)
+    return Tensor._wrap(ndarray)
+
+
+def _range_dtype(values, dtype):
+    if dtype is not None:
+        return dtype
+    if any(isinstance(v, float) or (isinstance(v, Tensor) and v.dtype.is_floating_point) for v in values):
+        return D.get_default_dtype()
+    return D.int64
+
+
+@factory("arange")
+def arange(start=0, end=None, step=1, *, out=None, dtype=None, layout=None, device=None,
+           requires_grad=False, pin_memory=False):
+    """Values from ``start`` (inclusive) to ``end`` (exclusive) spaced by ``step``."""
+    if end is None:
+        start, end = 0, start
+    start, end, step = (v.item() if isinstance(v, Tensor) else v for v in (start, end, step))
+    dtype = _range_dtype((start, end, step), dtype)
+    if step == 0:
+        raise RuntimeError("step must be nonzero")
+    if (end - start) * step < 0:
+        raise RuntimeError(f"upper bound and larger bound inconsistent with step sign")
+    n = math.ceil((end - start) / step)
+    arr = (start + np.arange(n, dtype=np.float64 if dtype.category >= 2 else np.int64) * step)
+    return _make((n,), dtype, device, requires_grad, out, lambda s, t: arr.astype(t))
+
+
+@factory("linspace")
+def linspace(start, end, steps, *, out=None, dtype=None, layout=None, device=None, requires_grad=False):
+    """``steps`` evenly spaced values from ``start`` to ``end`` inclusive."""
+    if steps < 0:
+        raise RuntimeError("number of steps must be non-negative")
+    dtype = dtype or D.get_default_dtype()
+    return _make((steps,), dtype, device, requires_grad, out,
+                 lambda s, t: _symmetric_linspace(start, end, steps).astype(t))
+
+
+def _symmetric_linspace(start, end, steps):
+    """Evenly spaced points computed from both ends, so that both endpoints are exact."""
+    start, end = (v.item() if isinstance(v, Tensor) else v for v in (start, end))
+    if steps == 1:
+        return np.array([start], dtype=np.float64)
+    i = np.arange(steps, dtype=np.float64)
+    step = (end - start) / (steps - 1)
+    half = steps // 2
+    return np.where(i < half, start + i * step, end - (steps - 1 - i) * step)
+
+
+@factory("logspace")
+def logspace(start, end, steps, base=10.0, *, out=None, dtype=None, layout=None, device=None,
+             requires_grad=False):
+    """``base`` raised to ``steps`` evenly spaced exponents from ``start`` to ``end``."""
+    dtype = dtype or D.get_default_dtype()
+    return _make((steps,), dtype, device, requires_grad, out,
+                 lambda s, t: np.power(base, _symmetric_linspace(start, end, steps)).astype(t))
+
+
+@factory("eye")
+def eye(n, m=None, *, out=None, dtype=None, layout=None, device=None, requires_grad=False, pin_memory=False):
+    """A 2-D tensor with ones on the diagonal."""
+    m = n if m is None else m
+    if n < 0 or m < 0:
+        raise RuntimeError(f"n must be greater or equal to 0, got {min(n, m)}")
+    return _make((n, m), dtype, device, requires_grad, out, lambda s, t: np.eye(n, m, dtype=t))

@@ -1,0 +1,2 @@
+"""Op families. Importing this package registers every op of ember-core."""
+from . import arithmetic, comparison, conversion, indexing, linalg, reduction, shape  # noqa: F401

@@ -1,0 +1,241 @@
+"""Arithmetic: add, sub, mul, div and friends, pow, neg, abs, and the bitwise/logical operators."""
+import math
+
+from .. import _dtype as D
+from .._registry import elementwise, integral_only
+from .._tensor import Tensor
+
+
+def _alpha_rule(name):
+    """Promotion of add/sub: like "promote", plus PyTorch's checks of ``alpha`` and of bool operands."""
+    def rule(p, alpha=1, **kwargs):
+        if name == "sub" and p is D.bool:
+            raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not supported. "
+                               "Use the `^` or `logical_xor()` operator instead.")
+        if p.category < 2 and isinstance(alpha, float):
+            raise RuntimeError("For integral input tensors, argument alpha must not be a floating point number.")
+        if p is D.bool and alpha not in (0, 1) and not isinstance(alpha, bool):
+            raise RuntimeError("Boolean alpha only supported for Boolean results.")
+        return (D.float32 if p in (D.float16, D.bfloat16) else p), p
+    rule.__name__ = f"{name}_rule"
+    return rule
+
+
+@elementwise("add", rule=_alpha_rule("add"), operators=("__add__", "__radd__", "__iadd__"))
+def add(xp, a, b, *, alpha=1):
+    """``input + alpha * other``."""
+    return xp.add(a, b if alpha == 1 else b * alpha)
+
+
+@add.vjp
+def _(ctx, g):
+    return g, g * ctx.kwargs.get("alpha", 1)
+
+
+@elementwise("sub", rule=_alpha_rule("sub"), operators=("__sub__", "__rsub__", "__isub__"))
+def sub(xp, a, b, *, alpha=1):
+    """``input - alpha * other``."""
+    return xp.subtract(a, b if alpha == 1 else b * alpha)
+
+
+@sub.vjp
+def _(ctx, g):
+    return g, -g * ctx.kwargs.get("alpha", 1)
+
+
+@elementwise("mul", operators=("__mul__", "__rmul__", "__imul__"))
+def mul(xp, a, b):
+    """Elementwise product."""
+    return xp.multiply(a, b)
+
+
+@mul.vjp
+def _(ctx, g):
+    a, b = ctx.args
+    return g * _conj(b), g * _conj(a)
+
+
+def _conj(x):
+    return x.conj() if hasattr(x, "conj") else x.conjugate()
+
+
+def _div_rule(p, rounding_mode=None, **kwargs):
+    if rounding_mode is None:
+        if p.category < 2:
+            p = D.get_default_dtype()
+    elif rounding_mode not in ("trunc", "floor"):
+        raise RuntimeError(f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but found "
+                           f"'{rounding_mode}'")
+    return (D.float32 if p in (D.float16, D.bfloat16) else p), p
+
+
+def _check_int_zero_division(xp, b):
+    if b.dtype.kind in "iub" and bool(xp.any(b == 0)):
+        raise RuntimeError("ZeroDivisionError")
+
+
+@elementwise("div", rule=_div_rule, operators=("__truediv__", "__rtruediv__", "__itruediv__"))
+def div(xp, a, b, *, rounding_mode=None):
+    """Elementwise division; ``rounding_mode`` None (true division), "trunc" or "floor"."""
+    if rounding_mode is None:
+        return xp.true_divide(a, b)
+    b = xp.asarray(b)
+    if b.dtype.kind in "iub":
+        _check_int_zero_division(xp, b)
+        if rounding_mode == "floor":
+            return xp.floor_divide(a, b)
+        q = xp.floor_divide(a, b)  # integers: truncate toward zero from floor
+        return q + ((q < 0) & (q * b != a))
+    q = xp.true_divide(a, b)
+    return xp.trunc(q) if rounding_mode == "trunc" else xp.floor(q)
+
+
+@div.vjp
+def _(ctx, g):
+    a, b = ctx.args
+    if ctx.kwargs.get("rounding_mode") is not None:
+        return g * 0, g * 0
+    return g / _conj(b), -g * _conj(a) / _conj(b * b)
+
+
+@elementwise("true_divide", rule="float")
+def true_divide(xp, a, b):
+    """``div`` without rounding: integers divide to the default float dtype."""
+    return xp.true_divide(a, b)
+
+
+@true_divide.vjp
+def _(ctx, g):
+    a, b = ctx.args
+    return g / b, -g * a / (b * b)
+
+
+@elementwise("floor_divide", operators=("__floordiv__", "__rfloordiv__", "__ifloordiv__"))
+def floor_divide(xp, a, b):
+    """Division rounded toward negative infinity."""
+    b = xp.asarray(b)
+    _check_int_zero_division(xp, b)
+    return xp.floor_divide(a, b)
+
+
+@floor_divide.vjp
+def _(ctx, g):
+    return g * 0, g * 0
+
+
+@elementwise("remainder", operators=("__mod__", "__rmod__", "__imod__"))
+def remainder(xp, a, b):
+    """Python-style modulus: the result has the sign of the divisor."""
+    b = xp.asarray(b)
+    _check_int_zero_division(xp, b)
+    return xp.remainder(a, b)
+
+
+@remainder.vjp
+def _(ctx, g):
+    a, b = ctx.args
+    return g, -g * floor_divide(a, b)
+
+
+@elementwise("pow", operators=("__pow__", "__rpow__", "__ipow__"))
+def pow(xp, a, b):
+    """``input ** exponent`` elementwise."""
+    b = xp.asarray(b)
+    if b.dtype.kind in "iu" and xp.asarray(a).dtype.kind in "iub" and bool(xp.any(b < 0)):
+        raise RuntimeError("Integers to negative integer powers are not allowed.")
+    return xp.power(a, b)
+
+
+@pow.vjp
+def _(ctx, g):
+    a, b = ctx.args
+    ga = g * b * pow(a, b - 1) if isinstance(a, Tensor) else None
+    gb = g * ctx.out * (a.log() if isinstance(a, Tensor) else math.log(a)) if isinstance(b, Tensor) else None
+    return ga, gb
+
+
+def _neg_rule(p, **kwargs):
+    if p is D.bool:
+        raise RuntimeError("Negation, the `-` operator, on a bool tensor is not supported. If you are trying to "
+                           "invert a mask, use the `~` or `logical_not()` operator instead.")
+    return (D.float32 if p in (D.float16, D.bfloat16) else p), p
+
+
+@elementwise("neg", rule=_neg_rule, operators=("__neg__",))
+def neg(xp, a):
+    """``-input``."""
+    return xp.negative(a)
+
+
+@neg.vjp
+def _(ctx, g):
+    return (-g,)
+
+
+def _abs_rule(p, **kwargs):
+    return (D.float32 if p in (D.float16, D.bfloat16) else p), p.to_real()
+
+
+@elementwise("abs", rule=_abs_rule, operators=("__abs__",))
+def abs(xp, a):
+    """Absolute value (modulus for complex inputs, which returns the real dtype)."""
+    return xp.abs(a) if a.dtype.kind != "b" else a
+
+
+@abs.vjp
+def _(ctx, g):
+    (a,) = ctx.args
+    return (g * a.sgn(),) if a.is_complex() else (g * a.sign(),)
+
+
+@elementwise("bitwise_and", rule=integral_only("bitwise_and"), differentiable=False,
+             operators=("__and__", "__rand__", "__iand__"))
+def bitwise_and(xp, a, b):
+    """Bitwise AND (logical AND for bool)."""
+    return xp.bitwise_and(a, b)
+
+
+@elementwise("bitwise_or", rule=integral_only("bitwise_or"), differentiable=False,
+             operators=("__or__", "__ror__", "__ior__"))
+def bitwise_or(xp, a, b):
+    """Bitwise OR (logical OR for bool)."""
+    return xp.bitwise_or(a, b)
+
+
+@elementwise("bitwise_xor", rule=integral_only("bitwise_xor"), differentiable=False,
+             operators=("__xor__", "__rxor__", "__ixor__"))
+def bitwise_xor(xp, a, b):
+    """Bitwise XOR (logical XOR for bool)."""
+    return xp.bitwise_xor(a, b)
+
+
+@elementwise("bitwise_not", rule=integral_only("bitwise_not"), differentiable=False,
+             operators=("__invert__",))
+def bitwise_not(xp, a):
+    """Bitwise NOT (logical NOT for bool)."""
+    return xp.invert(a)
+
+
+@elementwise("logical_and", rule="bool", differentiable=False)
+def logical_and(xp, a, b):
+    """Elementwise AND of the operands' truth values; bool result."""
+    return xp.logical_and(a, b)
+
+
+@elementwise("logical_or", rule="bool", differentiable=False)
+def logical_or(xp, a, b):
+    """Elementwise OR of the operands' truth values; bool result."""
+    return xp.logical_or(a, b)
+
+
+@elementwise("logical_xor", rule="bool", differentiable=False)
+def logical_xor(xp, a, b):
+    """Elementwise XOR of the operands' truth values; bool result."""
+    return xp.logical_xor(a, b)
+
+
+@elementwise("logical_not", rule="bool", differentiable=False)
+def logical_not(xp, a):
+    """Elementwise NOT of the truth value; bool result."""
+    return xp.logical_not(a)
+

@@ -1,0 +1,204 @@
+"""Comparisons, where, clamp, maximum/minimum and whole-tensor equality tests."""
+import numpy as np
+
+from .. import _dtype as D
+from .. import _kernels
+from .. import _promotion as P
+from .._registry import TORCH_NAME, elementwise, op
+from .._tensor import Tensor
+
+
+def _ordered_rule(name):
+    """Order comparisons: bool result; complex operands have no order."""
+    def rule(p, **kwargs):
+        if p.is_complex:
+            raise NotImplementedError(f"\"{name}_cpu\" not implemented for '{TORCH_NAME[p]}'")
+        return (D.float32 if p in (D.float16, D.bfloat16) else p), D.bool
+    return rule
+
+
+@elementwise("eq", rule="bool", differentiable=False)
+def eq(xp, a, b):
+    """``input == other`` elementwise."""
+    return xp.equal(a, b)
+
+
+@elementwise("ne", rule="bool", differentiable=False)
+def ne(xp, a, b):
+    """``input != other`` elementwise."""
+    return xp.not_equal(a, b)
+
+
+@elementwise("lt", rule=_ordered_rule("lt"), differentiable=False, operators=("__lt__",))
+def lt(xp, a, b):
+    """``input < other`` elementwise."""
+    return xp.less(a, b)
+
+
+@elementwise("le", rule=_ordered_rule("le"), differentiable=False, operators=("__le__",))
+def le(xp, a, b):
+    """``input <= other`` elementwise."""
+    return xp.less_equal(a, b)
+
+
+@elementwise("gt", rule=_ordered_rule("gt"), differentiable=False, operators=("__gt__",))
+def gt(xp, a, b):
+    """``input > other`` elementwise."""
+    return xp.greater(a, b)
+
+
+@elementwise("ge", rule=_ordered_rule("ge"), differentiable=False, operators=("__ge__",))
+def ge(xp, a, b):
+    """``input >= other`` elementwise."""
+    return xp.greater_equal(a, b)
+
+
+def _comparable(other):
+    return isinstance(other, (Tensor, bool, int, float, complex, np.generic))
+
+
+def _eq_operator(self, other):
+    return eq.fn(self, other) if _comparable(other) else NotImplemented
+
+
+def _ne_operator(self, other):
+    return ne.fn(self, other) if _comparable(other) else NotImplemented
+
+
+Tensor.__eq__ = _eq_operator
+Tensor.__ne__ = _ne_operator
+
+
+@elementwise("maximum")
+def maximum(xp, a, b):
+    """Elementwise maximum, propagating NaN."""
+    return xp.maximum(a, b)
+
+
+@maximum.vjp
+def _(ctx, g):
+    a, b = ctx.args
+    pick_a = (a > b) + (a == b) * 0.5
+    return g * pick_a, g * (1 - pick_a)
+
+
+@elementwise("minimum")
+def minimum(xp, a, b):
+    """Elementwise minimum, propagating NaN."""
+    return xp.minimum(a, b)
+
+
+@minimum.vjp
+def _(ctx, g):
+    a, b = ctx.args
+    pick_a = (a < b) + (a == b) * 0.5
+    return g * pick_a, g * (1 - pick_a)
+
+
+# ---- where --------------------------------------------------------------------------------------
+_WHERE = _kernels.elementwise_kernel(
+    "ember_where", "bool c, T x, T y", "T z", "z = c ? x : y",
+    types={"T": ["bool", "signed char", "unsigned char", "short", "int", "long long", "float", "double"]})
+
+
+def _as_array(xp, v, dtype):
+    return v.astype(dtype, copy=False) if hasattr(v, "ndim") else xp.asarray(v, dtype=dtype)
+
+
+@op("where", method=True)
+def where(xp, condition, input=None, other=None):
+    """``input`` where ``condition`` holds, else ``other``; ``where(condition)`` is ``nonzero(as_tuple=True)``."""
+    if input is None and other is None:
+        return tuple(xp.nonzero(condition))
+    if condition.dtype != np.bool_:
+        raise RuntimeError(f"where expected condition to be a boolean tensor, but got a tensor with dtype "
+                           f"{TORCH_NAME[D.from_np(condition.dtype)]}")
+    rdt = D.storage(P.array_result_type(input, other))
+    x, y = _as_array(xp, input, rdt), _as_array(xp, other, rdt)
+    P.broadcast_shapes(condition.shape, x.shape, y.shape)
+    if xp is np:
+        return np.where(condition, x, y)
+    return _WHERE(condition, x, y)
+
+
+@where.vjp
+def _(ctx, g):
+    cond = ctx.args[0]
+    zero = g.new_zeros(()) if hasattr(g, "new_zeros") else 0.0
+    return None, where(cond, g, zero), where(cond, zero, g)
+
+
+# ---- clamp --------------------------------------------------------------------------------------
+# max(x, lo) then min(., hi), propagating NaN from any operand (x != x is the portable isnan)
+_CLAMP = _kernels.elementwise_kernel(
+    "ember_clamp", "T x, T lo, T hi", "T z",
+    "T m = (x != x) ? x : ((lo != lo || lo > x) ? lo : x);\n"
+    "z = (m != m) ? m : ((hi != hi || hi < m) ? hi : m);",
+    types={"T": ["signed char", "unsigned char", "short", "int", "long long", "float", "double"]})
+
+
+@op("clamp", method=True, inplace=True)
+def clamp(xp, input, min=None, max=None):
+    """``input`` limited to [min, max]; either bound may be a tensor, NaN propagates."""
+    if min is None and max is None:
+        raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
+    rd = P.array_result_type(input, min, max)
+    if rd is D.bool:
+        raise RuntimeError("\"clamp_cpu\" not implemented for 'Bool'")
+    cd = D.float32 if rd in (D.float16, D.bfloat16) else rd
+    x = input.astype(D.storage(cd), copy=False)
+    lo = None if min is None else _as_array(xp, min, D.storage(cd))
+    hi = None if max is None else _as_array(xp, max, D.storage(cd))
+    if xp is not np and lo is not None and hi is not None:
+        r = _CLAMP(x, lo, hi)
+    else:
+        r = x
+        if lo is not None:
+            r = xp.maximum(r, lo)
+        if hi is not None:
+            r = xp.minimum(r, hi)
+    return r.astype(D.storage(rd), copy=False)
+
+
+@clamp.vjp
+def _(ctx, g):
+    x = ctx.args[0]
+    lo = ctx.kwargs.get("min", ctx.args[1] if len(ctx.args) > 1 else None)
+    hi = ctx.kwargs.get("max", ctx.args[2] if len(ctx.args) > 2 else None)
+    keep = x == x
+    if lo is not None:
+        keep = keep & (x >= lo)
+    if hi is not None:
+        keep = keep & (x <= hi)
+    return (g * keep,)
+
+
+@op("clip", method=True, inplace=True)
+def clip(xp, input, min=None, max=None):
+    """Alias of clamp."""
+    return clamp.impl(xp, input, min, max)
+
+
+clip.vjp_fn = clamp.vjp_fn
+
+
+# ---- whole-tensor tests -------------------------------------------------------------------------
+@op("equal", differentiable=False)
+def equal(xp, input, other):
+    """True when both tensors have the same shape and elements."""
+    return input.shape == other.shape and bool(xp.all(input == other))
+
+
+@op("allclose", differentiable=False)
+def allclose(xp, input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
+    """True when every element satisfies ``|input - other| <= atol + rtol * |other|``."""
+    if input.dtype != other.dtype:
+        raise RuntimeError(f"{TORCH_NAME[D.from_np(input.dtype)]} did not match "
+                           f"{TORCH_NAME[D.from_np(other.dtype)]}")
+    return bool(xp.allclose(input, other, rtol=rtol, atol=atol, equal_nan=equal_nan))
+
+
+@op("isclose", differentiable=False)
+def isclose(xp, input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
+    """Elementwise ``|input - other| <= atol + rtol * |other|``."""
+    return xp.isclose(input, other, rtol=rtol, atol=atol, equal_nan=equal_nan)

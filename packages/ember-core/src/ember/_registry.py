@@ -1,0 +1,474 @@
+"""The op registry: one decorated block per op generates every spelling of it.
+
+An op block gives the op's name, one array implementation written against ``xp`` (NumPy or CuPy,
+picked from the inputs), its vector-Jacobian product (``@op.vjp``) or ``differentiable=False``, and
+optionally a CuPy kernel. From it the registry makes the function (``ember.add``), the method
+(``Tensor.add``), the operators (``+``, ``+=``), the in-place method (``add_``) and ``out=``.
+
+Two kinds of op:
+
+* ``elementwise``: operands are tensors or Python scalars. The registry applies PyTorch's type
+  promotion, computes float16/bfloat16 in float32 and rounds, checks broadcasting with PyTorch's
+  messages, and writes in-place and ``out=`` results. The implementation sees arrays already cast
+  to the computation dtype.
+* ``op``: anything else. The implementation gets the arguments with tensors (also inside a list or
+  tuple argument) replaced by their arrays and returns an array, a tuple of arrays, or a Python
+  value. ``view=True`` marks the result a view of the first tensor argument.
+
+VJP contract (used by ember-autograd): ``vjp(ctx, *grads)`` returns one entry per positional
+argument of the call (a list for a list argument, None where no gradient flows), written in ember
+ops; ``ctx.args``/``ctx.kwargs`` are the call's arguments and ``ctx.out`` its result. Elementwise
+VJPs may return gradients in the broadcast shape; the engine sums them back to each input's shape.
+"""
+import collections
+import inspect
+import warnings
+
+import numpy as np
+
+from . import _backend
+from . import _dtype as D
+from . import _promotion as P
+from ._dispatch import FORCED, Call, run_layers
+from ._tensor import Tensor
+
+REGISTRY = {}
+ndarray = np.ndarray
+_wrap = Tensor._wrap
+_asarray = np.asarray
+_HALF = (D.float16, D.bfloat16)
+
+# PyTorch's scalar-type names, used in its error messages
+TORCH_NAME = {D.bool: "Bool", D.uint8: "Byte", D.int8: "Char", D.int16: "Short", D.int32: "Int",
+              D.int64: "Long", D.float16: "Half", D.bfloat16: "BFloat16", D.float32: "Float",
+              D.float64: "Double", D.complex32: "ComplexHalf", D.complex64: "ComplexFloat",
+              D.complex128: "ComplexDouble"}
+
+
+class Op:
+    """One registered op. Calling it calls its public function."""
+
+    def __init__(self, name, impl, kind, *, differentiable=True, view=False, method=True, function=True,
+                 inplace=False, operators=(), kernel=None, rule=None, returns=None, mutates=False):
+        if name in REGISTRY:
+            raise RuntimeError(f"op '{name}' is registered twice")
+        self.name, self.impl, self.kind = name, impl, kind
+        self.differentiable, self.view = differentiable, view
+        self.method, self.function, self.inplace = method, function, inplace
+        self.operators, self.kernel, self.rule = operators, kernel, rule
+        self.returns = collections.namedtuple(name, returns) if returns else None
+        self.mutates = mutates  # the implementation writes into its first argument's array
+        self.vjp_fn = None
+        self.doc = inspect.getdoc(impl) or ""
+        self.fn = _make_function(self)
+        REGISTRY[name] = self
+
+    def __call__(self, *args, **kwargs):
+        return self.fn(*args, **kwargs)
+
+    def vjp(self, fn):
+        """Decorator: the op's vector-Jacobian product."""
+        if not self.differentiable:
+            raise RuntimeError(f"op '{self.name}' is marked non-differentiable")
+        self.vjp_fn = fn
+        return fn
+
+    def __repr__(self):
+        return f"<ember op {self.name}>"
+
+
+# ---- decorators -------------------------------------------------------------------------------
+def elementwise(name, *, rule="promote", **options):
+    """Register an elementwise op. ``rule(promoted, **kwargs)`` gives (compute dtype, result dtype):
+    "promote" (the promoted dtype), "float" (integers and bool become the default float),
+    "bool" (result is bool), or a callable such as ``integral_only(name)``."""
+    options.setdefault("inplace", True)
+    return lambda impl: Op(name, impl, "elementwise", rule=_RULES.get(rule, rule), **options)
+
+
+def op(name, **options):
+    """Register a general op (see the module docstring)."""
+    return lambda impl: Op(name, impl, "general", **options)
+
+
+def factory(name):
+    """Register a creation function (no tensor inputs, no dispatch): exported and documented."""
+    def register(fn):
+        o = Op(name, fn, "factory", differentiable=False, method=False)
+        o.fn = fn
+        return o
+    return register
+
+
+# ---- dtype rules of elementwise ops ----------------------------------------------------------
+def _compute(d):
+    return D.float32 if d in _HALF else d
+
+
+def _rule_promote(p, **kwargs):
+    return _compute(p), p
+
+
+def _rule_float(p, **kwargs):
+    if p.category < 2:
+        p = D.get_default_dtype()
+    return _compute(p), p
+
+
+def _rule_bool(p, **kwargs):
+    return _compute(p), D.bool
+
+
+def integral_only(op_name):
+    """Rule for bitwise ops: integers and bool only, with PyTorch's error naming the op."""
+    def rule(p, **kwargs):
+        if p.category > 1:
+            raise RuntimeError(f"\"{op_name}_cpu\" not implemented for '{TORCH_NAME[p]}'")
+        return p, p
+    return rule
+
+
+_RULES = {"promote": _rule_promote, "float": _rule_float, "bool": _rule_bool}
+
+
+def clear_caches():
+    """Forget cached promotion results (the default dtype changed)."""
+    _promo_cache.clear()
+
+
+D._on_default_change.append(clear_caches)
+
+
+# ---- elementwise calls ------------------------------------------------------------------------
+_promo_cache = {}
+
+
+def _operand_key(x):
+    if isinstance(x, Tensor):
+        return (x._data.dtype, 2 if x._data.ndim else 1)
+    if isinstance(x, (bool, int, float, complex)) or isinstance(x, np.generic):
+        return (type(x), 0)
+    raise TypeError(f"expected Tensor or Python number as operand, but got {type(x).__name__}")
+
+
+def _promote_key(key):
+    dims, zeros, scalars = [], [], []
+    for k, cls in key:
+        if cls == 0:
+            scalars.append(P.scalar_dtype(k(0)) if not issubclass(k, np.generic) else D.from_np(k))
+        else:
+            (dims if cls == 2 else zeros).append(D.FROM_NP[k])
+    return P.result_type_of(dims, zeros, scalars)
+
+
+def _scalar_as(x, cdt, xp):
+    """A Python scalar in the computation dtype (integers wrap around as PyTorch's do)."""
+    if isinstance(x, (bool, np.bool_)) or cdt.category >= 2:
+        return cdt.np.type(x)
+    return np.array(int(x)).astype(cdt.np)[()]
+
+
+def _device_arrays(tensors):
+    """The array module for these tensors; PyTorch's error when they are on different devices
+    (zero-dim CPU tensors may join CUDA ones, as in PyTorch)."""
+    host = [type(t._data) is ndarray for t in tensors]
+    if all(host):
+        return np
+    devs = {t._data.device.id for t, h in zip(tensors, host) if not h}
+    if len(devs) > 1 or any(h and t._data.ndim for t, h in zip(tensors, host)):
+        names = sorted({str(t.device) for t in tensors})
+        raise RuntimeError(f"Expected all tensors to be on the same device, but found at least two devices, "
+                           f"{names[-1]} and {names[0]}!")
+    return _backend.cupy()
+
+
+def elementwise_impl(call):
+    """Run an elementwise call: promotion, broadcasting checks, computation, result writing."""
+    op, operands, mode = call.op, call.args, call.mode
+    kwargs = call.kwargs
+    key = (op.rule,) + tuple(_operand_key(x) for x in operands)
+    if kwargs:
+        key += tuple((k, v if isinstance(v, str) else type(v)) for k, v in kwargs.items())
+    dtypes = _promo_cache.get(key)
+    if dtypes is None:
+        dtypes = _promo_cache[key] = op.rule(_promote_key(key[1:len(operands) + 1]), **kwargs)
+    cdt, rdt = dtypes
+    tensors = [x for x in operands if isinstance(x, Tensor)]
+    xp = _device_arrays(tensors)
+    shapes = [t._data.shape for t in tensors]
+    shape = shapes[0] if len(set(shapes)) == 1 else P.broadcast_shapes(*shapes)
+    if mode == "inplace":
+        target = operands[0]
+        if not P.can_cast(rdt, target.dtype):
+            raise RuntimeError(f"result type {TORCH_NAME[rdt]} can't be cast to the desired output type "
+                               f"{TORCH_NAME[target.dtype]}")
+        P.check_inplace_broadcast(target._data.shape, shape)
+    cnp = cdt.np
+    arrays = [x._data.astype(cnp, copy=False) if isinstance(x, Tensor) else _scalar_as(x, cdt, xp)
+              for x in operands]
+    r = op.impl(xp, *arrays, **kwargs)
+    if type(r) is not ndarray:
+        r = xp.asarray(r)
+    if r.dtype != rdt.np:
+        r = r.astype(rdt.np)
+    if mode == "inplace":
+        return write_into(operands[0], r)
+    if mode == "out":
+        return write_out(call.out, r)
+    return _wrap(r)
+
+
+def write_into(target, r):
+    """Store ``r`` in ``target``'s array (an in-place op's result) and bump its version."""
+    try:
+        target._data[...] = r
+    except ValueError as e:
+        if "read-only" in str(e):
+            raise RuntimeError("unsupported operation: more than one element of the written-to tensor refers "
+                               "to a single memory location. Please clone() the tensor before performing the "
+                               "operation.") from None
+        raise
+    target._version[0] += 1
+    return target
+
+
+def write_out(out, r):
+    """Store ``r`` in ``out=``: its dtype must be castable; a differently shaped ``out`` is resized."""
+    if not isinstance(out, Tensor):
+        raise TypeError(f"argument 'out' must be Tensor, not {type(out).__name__}")
+    od, rd = out.dtype, D.FROM_NP[r.dtype]
+    if not P.can_cast(rd, od):
+        raise RuntimeError(f"result type {TORCH_NAME[rd]} can't be cast to the desired output type "
+                           f"{TORCH_NAME[od]}")
+    if out._data.shape != r.shape:
+        if out._data.size:
+            warnings.warn(f"An output with one or more elements was resized since it had shape "
+                          f"{list(out._data.shape)}, which does not match the required output shape "
+                          f"{list(r.shape)}. This behavior is deprecated, and in a future PyTorch release "
+                          "outputs will not be resized unless they have zero elements. You can explicitly "
+                          "reuse an out tensor t by resizing it, inplace, to zero elements with t.resize_(0).",
+                          UserWarning, stacklevel=4)
+        out._data = r.astype(od.np, copy=True) if r.dtype != od.np or r.base is not None else r
+        out._version[0] += 1
+        return out
+    return write_into(out, r)
+
+
+def _fast_dtypes(op):
+    """Storage dtypes for which the implementation alone yields PyTorch's result dtype."""
+    fast = set()
+    for d in D.ALL:
+        if d.np is None or d in _HALF:
+            continue
+        try:
+            cdt, rdt = op.rule(d)
+        except RuntimeError:
+            continue
+        if cdt is d and (rdt is d or rdt is D.bool):
+            fast.add(d.np)
+    return frozenset(fast)
+
+
+def _elementwise_slow(op, operands, kwargs, out, mode):
+    call = Call(op, operands, kwargs, mode, out)
+    if mode == "out" and out is None:
+        call.mode = None
+    if FORCED[0] or any(isinstance(x, Tensor) and x._rg for x in operands):
+        return run_layers(call, elementwise_impl)
+    return elementwise_impl(call)
+
+
+def _make_elementwise(op, arity):
+    impl = op.impl
+    fast = _fast_dtypes(op)
+    fast_float = fast & {np.dtype(np.float32), np.dtype(np.float64)}
+
+    if arity == 1:
+        def fn(input, *, out=None, **kwargs):
+            if out is None and not kwargs and type(input) is Tensor and not input._rg and not FORCED[0]:
+                x = input._data
+                if type(x) is ndarray and x.dtype in fast:
+                    r = impl(np, x)
+                    return _wrap(r if type(r) is ndarray else _asarray(r))
+            return _elementwise_slow(op, (input,), kwargs, out, "out")
+
+        def inplace(self, **kwargs):
+            return _elementwise_slow(op, (self,), kwargs, None, "inplace")
+    elif arity == 2:
+        def fn(input, other, *, out=None, **kwargs):
+            if out is None and not kwargs and type(input) is Tensor and not input._rg and not FORCED[0]:
+                x = input._data
+                if type(other) is Tensor:
+                    if not other._rg:
+                        y = other._data
+                        d = x.dtype
+                        if d is y.dtype and d in fast and type(x) is ndarray and type(y) is ndarray:
+                            r = impl(np, x, y)
+                            return _wrap(r if type(r) is ndarray else _asarray(r))
+                elif type(other) is float and x.dtype in fast_float and type(x) is ndarray:
+                    r = impl(np, x, other)
+                    return _wrap(r if type(r) is ndarray else _asarray(r))
+            return _elementwise_slow(op, (input, other), kwargs, out, "out")
+
+        def inplace(self, other, **kwargs):
+            return _elementwise_slow(op, (self, other), kwargs, None, "inplace")
+    else:
+        def fn(*operands, out=None, **kwargs):
+            return _elementwise_slow(op, operands, kwargs, out, "out")
+
+        def inplace(self, *operands, **kwargs):
+            return _elementwise_slow(op, (self,) + operands, kwargs, None, "inplace")
+    op.inplace_fn = inplace
+    return fn
+
+
+# ---- general ops ------------------------------------------------------------------------------
+def _unwrap(a):
+    if isinstance(a, Tensor):
+        return a._data
+    if type(a) in (list, tuple) and any(isinstance(x, Tensor) for x in a):
+        return [x._data if isinstance(x, Tensor) else x for x in a]
+    return a
+
+
+def _first_tensor(args, kwargs):
+    for a in args:
+        if isinstance(a, Tensor):
+            return a
+        if type(a) in (list, tuple):
+            for x in a:
+                if isinstance(x, Tensor):
+                    return x
+    for v in kwargs.values():
+        if isinstance(v, Tensor):
+            return v
+    return None
+
+
+def general_impl(call):
+    """Run a general op: unwrap tensors, call the implementation, wrap what it returns."""
+    op, args, kwargs = call.op, call.args, call.kwargs
+    tensors = call.tensors()
+    xp = _device_arrays(tensors) if tensors else np
+    r = op.impl(xp, *[_unwrap(a) for a in args], **{k: _unwrap(v) for k, v in kwargs.items()})
+    if op.mutates:
+        args[0]._version[0] += 1
+        return args[0]
+    if call.mode == "inplace":
+        target = args[0]
+        r = xp.asarray(r)
+        P.check_inplace_broadcast(target._data.shape, r.shape)
+        if not P.can_cast(D.FROM_NP[r.dtype], target.dtype):
+            raise RuntimeError(f"result type {TORCH_NAME[D.FROM_NP[r.dtype]]} can't be cast to the desired "
+                               f"output type {TORCH_NAME[target.dtype]}")
+        return write_into(target, r)
+    if call.mode == "out":
+        if isinstance(r, tuple):
+            return type(call.out)(write_out(o, xp.asarray(x)) for o, x in zip(call.out, r))
+        return write_out(call.out, xp.asarray(r))
+    result = wrap_result(r)
+    if op.view and (op.view is True or op.view(call)):
+        for v in result if isinstance(result, tuple) else (result,):
+            v._view_of(tensors[0])
+    if op.returns is not None:
+        result = op.returns(*result)
+    return result
+
+
+def wrap_result(r):
+    if isinstance(r, (ndarray, np.generic)):
+        return _wrap(_asarray(r))
+    if isinstance(r, tuple):
+        return tuple(wrap_result(x) for x in r)
+    if isinstance(r, list):
+        return [wrap_result(x) for x in r]
+    if hasattr(r, "__cuda_array_interface__"):
+        return _wrap(r)
+    return r
+
+
+def _any_requires_grad(args, kwargs):
+    for a in args:
+        if isinstance(a, Tensor):
+            if a._rg:
+                return True
+        elif type(a) in (list, tuple):
+            for x in a:
+                if isinstance(x, Tensor) and x._rg:
+                    return True
+    return any(isinstance(v, Tensor) and v._rg for v in kwargs.values())
+
+
+def _general_call(op, args, kwargs, out, mode):
+    call = Call(op, args, kwargs, mode, out)
+    if FORCED[0] or _any_requires_grad(args, kwargs):
+        return run_layers(call, general_impl)
+    return general_impl(call)
+
+
+def _make_general(op):
+    mode = "inplace" if op.mutates else None
+
+    def fn(*args, out=None, **kwargs):
+        return _general_call(op, args, kwargs, out, mode if out is None else "out")
+
+    def inplace(self, *args, **kwargs):
+        return _general_call(op, (self,) + args, kwargs, None, "inplace")
+
+    op.inplace_fn = inplace
+    return fn
+
+
+def _make_function(op):
+    if op.kind == "factory":
+        return op.impl
+    if op.kind == "elementwise":
+        params = [p for p in inspect.signature(op.impl).parameters.values()
+                  if p.kind == p.POSITIONAL_OR_KEYWORD][1:]
+        fn = _make_elementwise(op, len(params) if all(p.default is p.empty for p in params) else -1)
+    else:
+        fn = _make_general(op)
+    fn.__name__ = fn.__qualname__ = op.name
+    fn.__doc__ = op.doc
+    fn.__module__ = "ember"
+    fn.op = op
+    return fn
+
+
+# ---- installing spellings ---------------------------------------------------------------------
+_REFLECTED = {"__radd__", "__rsub__", "__rmul__", "__rtruediv__", "__rfloordiv__", "__rmod__", "__rpow__",
+              "__rmatmul__", "__rand__", "__ror__", "__rxor__", "__rlshift__", "__rrshift__"}
+
+
+def _reflected(fn):
+    def method(self, other):
+        return fn(other, self)
+    return method
+
+
+def _inplace_operator(inplace_fn):
+    def method(self, other):
+        return inplace_fn(self, other)
+    return method
+
+
+def install(namespace):
+    """Put every registered op's spellings on Tensor and its function in ``namespace`` (a dict)."""
+    exported = []
+    for o in REGISTRY.values():
+        if o.function:
+            namespace[o.name] = o.fn
+            exported.append(o.name)
+        if o.method:
+            mname = o.name if o.method is True else o.method
+            setattr(Tensor, mname, o.fn)
+            if o.inplace:
+                setattr(Tensor, mname + "_", o.inplace_fn)
+        for dunder in o.operators:
+            if dunder in _REFLECTED:
+                setattr(Tensor, dunder, _reflected(o.fn))
+            elif dunder.startswith("__i"):
+                setattr(Tensor, dunder, _inplace_operator(o.inplace_fn))
+            else:
+                setattr(Tensor, dunder, o.fn)
+    return exported

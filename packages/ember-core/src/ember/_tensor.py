@@ -1,0 +1,394 @@
+"""``ember.Tensor``: one NumPy or CuPy array plus what autograd needs.
+
+The array is the storage; a view's array is a NumPy/CuPy view of its base's array and shares its
+version counter (a one-element list) so that autograd can see in-place changes of saved tensors.
+Ops are not written here: the op registry installs them as methods and operators.
+"""
+import builtins
+import copy
+
+import numpy as np
+
+from . import _backend, _extensions
+from . import _dtype as D
+from ._device import CPU, as_device
+from ._size import Size
+
+
+class Tensor:
+    __slots__ = ("_data", "_version", "_base", "_rg", "grad", "grad_fn", "_ext", "__weakref__")
+    # NumPy defers binary operators to us (np.float32(2) * t calls Tensor.__rmul__)
+    __array_ufunc__ = None
+    __array_priority__ = 1000
+
+    def __init__(self, *args, device=None):
+        """Legacy constructor: ``Tensor(2, 3)`` (uninitialised float), ``Tensor([1, 2])``, ``Tensor()``."""
+        from . import _factory
+        if len(args) == 1 and not isinstance(args[0], (int, Size)):
+            src = _factory.tensor(args[0], dtype=D.get_default_dtype(), device=device)
+        else:
+            src = _factory.empty(*args, device=device)
+        _init(self, src._data)
+
+    @classmethod
+    def _wrap(cls, arr):
+        """A new tensor over ``arr`` (no copy): the one constructor ops use."""
+        t = object.__new__(cls)
+        t._data = arr
+        t._version = [0]
+        t._base = None
+        t._rg = False
+        t.grad = None
+        t.grad_fn = None
+        t._ext = None
+        return t
+
+    def _view_of(self, base):
+        """Mark this tensor as a view of ``base``: shared version counter and base."""
+        self._version = base._version
+        self._base = base._base if base._base is not None else base
+        return self
+
+    def _bump(self):
+        self._version[0] += 1
+
+    # ---- metadata -------------------------------------------------------------------------
+    @property
+    def dtype(self):
+        return D.FROM_NP[self._data.dtype]
+
+    @property
+    def shape(self):
+        return Size(self._data.shape)
+
+    def size(self, dim=None):
+        if dim is None:
+            return Size(self._data.shape)
+        return self._data.shape[_wrap_dim(dim, self._data.ndim)]
+
+    def dim(self):
+        return self._data.ndim
+
+    ndimension = dim
+
+    @property
+    def ndim(self):
+        return self._data.ndim
+
+    def numel(self):
+        return self._data.size
+
+    nelement = numel
+
+    def element_size(self):
+        return self._data.itemsize
+
+    @property
+    def itemsize(self):
+        return self._data.itemsize
+
+    @property
+    def nbytes(self):
+        return self._data.nbytes
+
+    def stride(self, dim=None):
+        st = tuple(s // self._data.itemsize for s in self._data.strides)
+        return st if dim is None else st[_wrap_dim(dim, self._data.ndim)]
+
+    def storage_offset(self):
+        base = self._base._data if self._base is not None else self._data
+        return (_address(self._data) - _address(base)) // self._data.itemsize
+
+    def data_ptr(self):
+        return _address(self._data)
+
+    def is_contiguous(self, memory_format=None):
+        return builtins.bool(self._data.flags.c_contiguous)
+
+    @property
+    def device(self):
+        return CPU if type(self._data) is np.ndarray else _backend.device_of(self._data)
+
+    @property
+    def is_cuda(self):
+        return type(self._data) is not np.ndarray
+
+    @property
+    def is_cpu(self):
+        return type(self._data) is np.ndarray
+
+    is_sparse = False
+    is_quantized = False
+    is_meta = False
+    is_nested = False
+    layout = "strided"
+
+    def is_floating_point(self):
+        return self.dtype.is_floating_point
+
+    def is_complex(self):
+        return self.dtype.is_complex
+
+    def is_signed(self):
+        return self.dtype.is_signed
+
+    def get_device(self):
+        return -1 if type(self._data) is np.ndarray else self._data.device.id
+
+    @property
+    def data(self):
+        """The same array without autograd history."""
+        return Tensor._wrap(self._data)._view_of(self)
+
+    @data.setter
+    def data(self, value):
+        self._data = value._data
+
+    @property
+    def T(self):
+        return self.permute(*range(self._data.ndim - 1, -1, -1))
+
+    @property
+    def mT(self):
+        return self.transpose(-2, -1)
+
+    # ---- autograd attributes (ember-autograd gives them meaning) -------------------------------
+    @property
+    def requires_grad(self):
+        return self._rg
+
+    @requires_grad.setter
+    def requires_grad(self, value):
+        check = _extensions.hooks.get("set_requires_grad")
+        if check is None:
+            if value:
+                raise RuntimeError("requires_grad=True needs ember-autograd: pip install ember-autograd")
+            return
+        check(self, builtins.bool(value))
+
+    def requires_grad_(self, requires_grad=True):
+        self.requires_grad = requires_grad
+        return self
+
+    @property
+    def is_leaf(self):
+        return self.grad_fn is None
+
+    def __getattr__(self, name):
+        dist = _extensions.TENSOR_PROVIDERS.get(name)
+        if dist is not None:
+            raise _extensions.missing("Tensor attribute", name, dist)
+        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+
+    # ---- conversion ---------------------------------------------------------------------------
+    def numpy(self, *, force=False):
+        if self._rg and not force:
+            raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() "
+                               "instead.")
+        if type(self._data) is not np.ndarray:
+            if not force:
+                raise TypeError(f"can't convert {self.device} device type tensor to numpy. Use Tensor.cpu() "
+                                "to copy the tensor to host memory first.")
+            return self._data.get()
+        return self._data
+
+    def __array__(self, dtype=None, copy=None):
+        arr = self._data if type(self._data) is np.ndarray else self._data.get()
+        return arr if dtype is None else arr.astype(dtype, copy=False)
+
+    def item(self):
+        if self._data.size != 1:
+            raise RuntimeError(f"a Tensor with {self._data.size} elements cannot be converted to Scalar")
+        return _python_scalar(self._host().reshape(()))
+
+    def tolist(self):
+        arr = self._host()
+        if self.dtype in (D.float16, D.bfloat16):
+            arr = arr.astype(np.float32)
+        return arr.tolist()
+
+    def _host(self):
+        return self._data if type(self._data) is np.ndarray else self._data.get()
+
+    def __float__(self):
+        return builtins.float(self._scalar("float"))
+
+    def __int__(self):
+        return builtins.int(self._scalar("int"))
+
+    def __complex__(self):
+        return builtins.complex(self._scalar("complex"))
+
+    def __index__(self):
+        if self.dtype.category > 1:
+            raise TypeError("only integer tensors of a single element can be converted to an index")
+        return builtins.int(self._scalar("int"))
+
+    def __bool__(self):
+        if self._data.size != 1:
+            raise RuntimeError(f"Boolean value of Tensor with {'no values' if self._data.size == 0 else 'more than one value'} "
+                               "is ambiguous")
+        return builtins.bool(self.item())
+
+    def _scalar(self, what):
+        if self._data.size != 1:
+            raise TypeError(f"only one element tensors can be converted to Python scalars")
+        return self.item()
+
+    def __len__(self):
+        if self._data.ndim == 0:
+            raise TypeError("len() of a 0-d tensor")
+        return self._data.shape[0]
+
+    def __iter__(self):
+        if self._data.ndim == 0:
+            raise TypeError("iteration over a 0-d tensor")
+        return iter(self.unbind(0))
+
+    def __hash__(self):
+        return id(self)
+
+    def __reversed__(self):
+        return self.flip(0)
+
+    def __repr__(self, *, tensor_contents=None):
+        from ._printing import tensor_repr
+        return tensor_repr(self)
+
+    def __format__(self, spec):
+        if self._data.ndim == 0:
+            return self.item().__format__(spec)
+        return object.__format__(self, spec)
+
+    def __reduce_ex__(self, protocol):
+        from ._serialization import reduce_tensor
+        return reduce_tensor(self)
+
+    def __deepcopy__(self, memo):
+        if id(self) in memo:
+            return memo[id(self)]
+        new = object.__new__(type(self))
+        _init(new, self._data.copy())
+        new._rg = self._rg
+        if self.grad is not None:
+            new.grad = self.grad.__deepcopy__(memo)
+        if hasattr(self, "__dict__"):
+            new.__dict__.update(copy.deepcopy(self.__dict__, memo))
+        memo[id(self)] = new
+        return new
+
+    # ---- moving between devices and dtypes --------------------------------------------------
+    def to(self, *args, dtype=None, device=None, non_blocking=False, copy=False, memory_format=None):
+        """``to(dtype)``, ``to(device[, dtype])``, ``to(other)``: a tensor with that device and dtype."""
+        for a in args:
+            if isinstance(a, Tensor):
+                device, dtype = a.device, a.dtype
+            elif isinstance(a, D.dtype):
+                dtype = a
+            elif a is not None:
+                device = a
+        dev = as_device(device)
+        same_device = dev is None or dev == self.device or (dev.index is None and dev.type == self.device.type)
+        same_dtype = dtype is None or dtype is self.dtype
+        if same_device and same_dtype and not copy:
+            return self
+        from ._ops.conversion import _to_copy
+        return _to_copy(self, dtype=dtype, device=None if same_device else dev)
+
+    def cpu(self, memory_format=None):
+        return self.to("cpu")
+
+    def cuda(self, device=None, non_blocking=False, memory_format=None):
+        if device is None:
+            device = "cuda"
+        elif isinstance(device, builtins.int):
+            device = f"cuda:{device}"
+        return self.to(device)
+
+    def type(self, dtype=None, non_blocking=False):
+        if dtype is None:
+            return f"ember.{_LEGACY_TYPE[self.dtype]}"
+        if isinstance(dtype, str):
+            dtype = {v: k for k, v in _LEGACY_TYPE.items()}[dtype.rsplit(".", 1)[-1]]
+        return self.to(dtype)
+
+    def double(self):
+        return self.to(D.float64)
+
+    def float(self):
+        return self.to(D.float32)
+
+    def half(self):
+        return self.to(D.float16)
+
+    def bfloat16(self):
+        return self.to(D.bfloat16)
+
+    def long(self):
+        return self.to(D.int64)
+
+    def int(self):
+        return self.to(D.int32)
+
+    def short(self):
+        return self.to(D.int16)
+
+    def char(self):
+        return self.to(D.int8)
+
+    def byte(self):
+        return self.to(D.uint8)
+
+    def bool(self):
+        return self.to(D.bool)
+
+    def cfloat(self):
+        return self.to(D.complex64)
+
+    def cdouble(self):
+        return self.to(D.complex128)
+
+    def type_as(self, other):
+        return self.to(other.dtype)
+
+    def new_tensor(self, data, dtype=None, device=None, requires_grad=False):
+        from . import _factory
+        return _factory.tensor(data, dtype=dtype or self.dtype, device=device or self.device,
+                               requires_grad=requires_grad)
+
+
+_LEGACY_TYPE = {D.float32: "FloatTensor", D.float64: "DoubleTensor", D.float16: "HalfTensor",
+                D.bfloat16: "BFloat16Tensor", D.int64: "LongTensor", D.int32: "IntTensor",
+                D.int16: "ShortTensor", D.int8: "CharTensor", D.uint8: "ByteTensor", D.bool: "BoolTensor",
+                D.complex64: "ComplexFloatTensor", D.complex128: "ComplexDoubleTensor"}
+
+
+def _init(t, arr):
+    t._data = arr
+    t._version = [0]
+    t._base = None
+    t._rg = False
+    t.grad = None
+    t.grad_fn = None
+    t._ext = None
+
+
+def _address(arr):
+    return arr.__array_interface__["data"][0] if type(arr) is np.ndarray else arr.data.ptr
+
+
+def _python_scalar(arr0):
+    v = arr0.item() if arr0.dtype.kind in "biufc" else builtins.float(arr0)
+    return v
+
+
+def _wrap_dim(dim, ndim):
+    """A dim in [-ndim, ndim) turned non-negative, with PyTorch's IndexError otherwise."""
+    n = builtins.max(ndim, 1)
+    if not -n <= dim < n:
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], but got {dim})")
+    return dim % n
+
+
+def is_tensor(obj):
+    return isinstance(obj, Tensor)
