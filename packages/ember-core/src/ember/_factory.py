@@ -106,10 +106,6 @@ def full(size, fill_value, *, out=None, dtype=None, layout=None, device=None, re
     return _make((size,), dtype, device, requires_grad, out, lambda s, t: np.full(s, value, dtype=t))
 
 
-def _like(input, dtype, device):
-    return dtype or input.dtype, device or input.device
-
-
 @factory("zeros_like")
 def zeros_like(input, *, dtype=None, layout=None, device=None, requires_grad=False, memory_format=None):
     """Zeros with the shape (and by default dtype and device) of ``input``."""
@@ -233,7 +229,7 @@ def arange(start=0, end=None, step=1, *, out=None, dtype=None, layout=None, devi
     if step == 0:
         raise RuntimeError("step must be nonzero")
     if (end - start) * step < 0:
-        raise RuntimeError(f"upper bound and larger bound inconsistent with step sign")
+        raise RuntimeError("upper bound and larger bound inconsistent with step sign")
     n = math.ceil((end - start) / step)
     arr = (start + np.arange(n, dtype=np.float64 if dtype.category >= 2 else np.int64) * step)
     return _make((n,), dtype, device, requires_grad, out, lambda s, t: arr.astype(t))
@@ -276,3 +272,23 @@ def eye(n, m=None, *, out=None, dtype=None, layout=None, device=None, requires_g
     if n < 0 or m < 0:
         raise RuntimeError(f"n must be greater or equal to 0, got {min(n, m)}")
     return _make((n, m), dtype, device, requires_grad, out, lambda s, t: np.eye(n, m, dtype=t))
+
+
+def _new(fill):
+    def method(self, *size, dtype=None, device=None, requires_grad=False, layout=None, pin_memory=False):
+        return fill(size, dtype=dtype or self.dtype, device=device or self.device, requires_grad=requires_grad)
+    return method
+
+
+Tensor.new_zeros = _new(zeros)
+Tensor.new_ones = _new(ones)
+Tensor.new_empty = _new(empty)
+
+
+def _new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad=False, layout=None,
+              pin_memory=False):
+    return full(size, fill_value, dtype=dtype or self.dtype, device=device or self.device,
+                requires_grad=requires_grad)
+
+
+Tensor.new_full = _new_full

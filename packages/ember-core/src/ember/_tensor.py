@@ -226,13 +226,13 @@ class Tensor:
 
     def __bool__(self):
         if self._data.size != 1:
-            raise RuntimeError(f"Boolean value of Tensor with {'no values' if self._data.size == 0 else 'more than one value'} "
-                               "is ambiguous")
+            what = "no values" if self._data.size == 0 else "more than one value"
+            raise RuntimeError(f"Boolean value of Tensor with {what} is ambiguous")
         return builtins.bool(self.item())
 
     def _scalar(self, what):
         if self._data.size != 1:
-            raise TypeError(f"only one element tensors can be converted to Python scalars")
+            raise TypeError("only one element tensors can be converted to Python scalars")
         return self.item()
 
     def __len__(self):

@@ -2,7 +2,7 @@
 import numpy as np
 
 from .. import _dtype as D
-from .._registry import TORCH_NAME, op
+from .._registry import op
 
 _HALF = (np.dtype(np.float16), D.bfloat16.np)
 # the C++ type names PyTorch's matmul errors print
