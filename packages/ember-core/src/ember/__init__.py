@@ -10,22 +10,51 @@ __path__ = pkgutil.extend_path(__path__, __name__)
 
 import importlib as _importlib  # noqa: E402
 
-from . import _extensions, _ops, _registry  # noqa: E402
-from . import _factory  # noqa: E402,F401  (registers the creation functions)
+from . import (  # noqa: E402
+    _extensions,
+    _factory,  # noqa: E402,F401  (registers the creation functions)
+    _ops,
+    _registry,
+)
 from ._device import device  # noqa: E402
+from ._dlpack import *  # noqa: E402,F401,F403
 from ._dtype import (  # noqa: E402
-    bfloat16, bool, cdouble, cfloat, chalf, complex32, complex64, complex128, double, dtype, finfo, float,
-    float16, float32, float64, get_default_dtype, half, iinfo, int, int8, int16, int32, int64, long, set_default_dtype,
-    short, uint8)
+    bfloat16,
+    bool,
+    cdouble,
+    cfloat,
+    chalf,
+    complex32,
+    complex64,
+    complex128,
+    double,
+    dtype,
+    finfo,
+    float,
+    float16,
+    float32,
+    float64,
+    get_default_dtype,
+    half,
+    iinfo,
+    int,
+    int8,
+    int16,
+    int32,
+    int64,
+    long,
+    set_default_dtype,
+    short,
+    uint8,
+)
 from ._factory import get_default_device, set_default_device  # noqa: E402
 from ._printing import set_printoptions  # noqa: E402
 from ._promotion import broadcast_shapes, can_cast, promote_types, result_type  # noqa: E402
+from ._random import *  # noqa: E402,F401,F403
+from ._serialization import *  # noqa: E402,F401,F403
 from ._size import Size  # noqa: E402
 from ._tensor import Tensor, is_tensor  # noqa: E402
 from ._version import __version__  # noqa: E402
-from ._random import *  # noqa: E402,F401,F403
-from ._serialization import *  # noqa: E402,F401,F403
-from ._dlpack import *  # noqa: E402,F401,F403
 
 _exported = _registry.install(globals())
 

@@ -150,7 +150,7 @@ def _from_data(data, dtype):
         arr = np.asarray(data)
         if arr.dtype == object:
             raise TypeError(f"new(): invalid data type '{type(data).__name__}'")
-        if dtype is None and _has_python_floats(data):
+        if dtype is None and (_has_python_floats(data) or arr.size == 0):
             if arr.dtype == np.float64:
                 arr = arr.astype(D.get_default_dtype().np)
             elif arr.dtype == np.complex128:

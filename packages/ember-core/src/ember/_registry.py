@@ -49,7 +49,7 @@ class Op:
     """One registered op. Calling it calls its public function."""
 
     def __init__(self, name, impl, kind, *, differentiable=True, view=False, method=True, function=True,
-                 inplace=False, operators=(), kernel=None, rule=None, returns=None, mutates=False):
+                 inplace=False, operators=(), kernel=None, rule=None, returns=None, mutates=False, scalars=True):
         if name in REGISTRY:
             raise RuntimeError(f"op '{name}' is registered twice")
         self.name, self.impl, self.kind = name, impl, kind
@@ -58,6 +58,7 @@ class Op:
         self.operators, self.kernel, self.rule = operators, kernel, rule
         self.returns = collections.namedtuple(name, returns) if returns else None
         self.mutates = mutates  # the implementation writes into its first argument's array
+        self.scalars = scalars  # elementwise: whether operands after the first may be Python numbers
         self.vjp_fn = None
         self.doc = inspect.getdoc(impl) or ""
         self.fn = _make_function(self)
@@ -79,7 +80,8 @@ class Op:
 
 # ---- decorators -------------------------------------------------------------------------------
 def elementwise(name, *, rule="promote", **options):
-    """Register an elementwise op. ``rule(promoted, **kwargs)`` gives (compute dtype, result dtype):
+    """Register an elementwise op. ``rule(promoted, operand_dtypes, **kwargs)`` gives (compute dtype,
+    result dtype), raising for operands the op refuses:
     "promote" (the promoted dtype), "float" (integers and bool become the default float),
     "bool" (result is bool), or a callable such as ``integral_only(name)``."""
     options.setdefault("inplace", True)
@@ -105,25 +107,25 @@ def _compute(d):
     return D.float32 if d in _HALF else d
 
 
-def _rule_promote(p, **kwargs):
+def _rule_promote(p, dtypes, **kwargs):
     return _compute(p), p
 
 
-def _rule_float(p, **kwargs):
+def _rule_float(p, dtypes, **kwargs):
     if p.category < 2:
         p = D.get_default_dtype()
     return _compute(p), p
 
 
-def _rule_bool(p, **kwargs):
+def _rule_bool(p, dtypes, **kwargs):
     return _compute(p), D.bool
 
 
 def integral_only(op_name):
     """Rule for bitwise ops: integers and bool only, with PyTorch's error naming the op."""
-    def rule(p, **kwargs):
+    def rule(p, dtypes, **kwargs):
         if p.category > 1:
-            raise RuntimeError(f"\"{op_name}_cpu\" not implemented for '{TORCH_NAME[p]}'")
+            raise NotImplementedError(f"\"{op_name}_cpu\" not implemented for '{TORCH_NAME[p]}'")
         return p, p
     return rule
 
@@ -152,13 +154,17 @@ def _operand_key(x):
 
 
 def _promote_key(key):
-    dims, zeros, scalars = [], [], []
+    """(promoted dtype, operand dtypes) of operands described by ``_operand_key``."""
+    dims, zeros, scalars, dtypes = [], [], [], []
     for k, cls in key:
         if cls == 0:
-            scalars.append(P.scalar_dtype(k(0)) if not issubclass(k, np.generic) else D.from_np(k))
+            d = P.scalar_dtype(k(0)) if not issubclass(k, np.generic) else D.from_np(k)
+            scalars.append(d)
         else:
-            (dims if cls == 2 else zeros).append(D.FROM_NP[k])
-    return P.result_type_of(dims, zeros, scalars)
+            d = D.FROM_NP[k]
+            (dims if cls == 2 else zeros).append(d)
+        dtypes.append(d)
+    return P.result_type_of(dims, zeros, scalars), tuple(dtypes)
 
 
 def _scalar_as(x, cdt, xp):
@@ -191,7 +197,7 @@ def elementwise_impl(call):
         key += tuple((k, v if isinstance(v, str) else type(v)) for k, v in kwargs.items())
     dtypes = _promo_cache.get(key)
     if dtypes is None:
-        dtypes = _promo_cache[key] = op.rule(_promote_key(key[1:len(operands) + 1]), **kwargs)
+        dtypes = _promo_cache[key] = op.rule(*_promote_key(key[1:len(operands) + 1]), **kwargs)
     cdt, rdt = dtypes
     tensors = [x for x in operands if isinstance(x, Tensor)]
     xp = _device_arrays(tensors)
@@ -261,18 +267,31 @@ def _fast_dtypes(op):
         if d.np is None or d in _HALF:
             continue
         try:
-            cdt, rdt = op.rule(d)
-        except RuntimeError:
+            cdt, rdt = op.rule(d, (d,) * 2)
+        except (RuntimeError, NotImplementedError):
             continue
         if cdt is d and (rdt is d or rdt is D.bool):
             fast.add(d.np)
     return frozenset(fast)
 
 
+_POSITION = ("input", "other")
+
+
+def _check_operands(op, operands):
+    """PyTorch's TypeError for a public call whose operands its signature does not take."""
+    for i, x in enumerate(operands):
+        if not isinstance(x, Tensor) and (i == 0 or not op.scalars):
+            raise TypeError(f"{op.name}(): argument '{_POSITION[min(i, 1)]}' (position {i + 1}) must be Tensor, "
+                            f"not {type(x).__name__}")
+
+
 def _elementwise_slow(op, operands, kwargs, out, mode):
     call = Call(op, operands, kwargs, mode, out)
-    if mode == "out" and out is None:
-        call.mode = None
+    if mode == "out":
+        _check_operands(op, operands)
+        if out is None:
+            call.mode = None
     if FORCED[0] or any(isinstance(x, Tensor) and x._rg for x in operands):
         return run_layers(call, elementwise_impl)
     return elementwise_impl(call)
@@ -281,7 +300,7 @@ def _elementwise_slow(op, operands, kwargs, out, mode):
 def _make_elementwise(op, arity):
     impl = op.impl
     fast = _fast_dtypes(op)
-    fast_float = fast & {np.dtype(np.float32), np.dtype(np.float64)}
+    fast_float = fast & {np.dtype(np.float32), np.dtype(np.float64)} if op.scalars else frozenset()
 
     if arity == 1:
         def fn(input, *, out=None, **kwargs):
@@ -303,10 +322,13 @@ def _make_elementwise(op, arity):
                         y = other._data
                         d = x.dtype
                         if d is y.dtype and d in fast and type(x) is ndarray and type(y) is ndarray:
-                            r = impl(np, x, y)
+                            try:
+                                r = impl(np, x, y)
+                            except ValueError:  # shapes don't broadcast: the slow path words the error
+                                return _elementwise_slow(op, (input, other), kwargs, out, "out")
                             return _wrap(r if type(r) is ndarray else _asarray(r))
                 elif type(other) is float and x.dtype in fast_float and type(x) is ndarray:
-                    r = impl(np, x, other)
+                    r = impl(np, x, x.dtype.type(other))
                     return _wrap(r if type(r) is ndarray else _asarray(r))
             return _elementwise_slow(op, (input, other), kwargs, out, "out")
 
@@ -327,7 +349,7 @@ def _unwrap(a):
     if isinstance(a, Tensor):
         return a._data
     if type(a) in (list, tuple) and any(isinstance(x, Tensor) for x in a):
-        return [x._data if isinstance(x, Tensor) else x for x in a]
+        return type(a)(x._data if isinstance(x, Tensor) else x for x in a)
     return a
 
 
@@ -440,9 +462,14 @@ _REFLECTED = {"__radd__", "__rsub__", "__rmul__", "__rtruediv__", "__rfloordiv__
               "__rmatmul__", "__rand__", "__ror__", "__rxor__", "__rlshift__", "__rrshift__"}
 
 
-def _reflected(fn):
-    def method(self, other):
-        return fn(other, self)
+def _reflected(o):
+    """``other OP self`` for a Python number ``other`` (the public functions refuse a number first)."""
+    if o.kind == "elementwise":
+        def method(self, other):
+            return _elementwise_slow(o, (other, self), {}, None, None)
+    else:
+        def method(self, other):
+            return o.fn(other, self)
     return method
 
 
@@ -466,7 +493,7 @@ def install(namespace):
                 setattr(Tensor, mname + "_", o.inplace_fn)
         for dunder in o.operators:
             if dunder in _REFLECTED:
-                setattr(Tensor, dunder, _reflected(o.fn))
+                setattr(Tensor, dunder, _reflected(o))
             elif dunder.startswith("__i"):
                 setattr(Tensor, dunder, _inplace_operator(o.inplace_fn))
             else:

@@ -1,6 +1,8 @@
 """Arithmetic: add, sub, mul, div and friends, pow, neg, abs, and the bitwise/logical operators."""
 import math
 
+import numpy as np
+
 from .. import _dtype as D
 from .._registry import elementwise, integral_only
 from .._tensor import Tensor
@@ -8,10 +10,10 @@ from .._tensor import Tensor
 
 def _alpha_rule(name):
     """Promotion of add/sub: like "promote", plus PyTorch's checks of ``alpha`` and of bool operands."""
-    def rule(p, alpha=1, **kwargs):
-        if name == "sub" and p is D.bool:
-            raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not supported. "
-                               "Use the `^` or `logical_xor()` operator instead.")
+    def rule(p, dtypes, alpha=1, **kwargs):
+        if name == "sub" and D.bool in dtypes:
+            raise RuntimeError("Subtraction, the `-` operator, with a bool tensor is not supported. If you are "
+                               "trying to invert a mask, use the `~` or `logical_not()` operator instead.")
         if p.category < 2 and isinstance(alpha, float):
             raise RuntimeError("For integral input tensors, argument alpha must not be a floating point number.")
         if p is D.bool and alpha not in (0, 1) and not isinstance(alpha, bool):
@@ -59,7 +61,7 @@ def _conj(x):
     return x.conj() if hasattr(x, "conj") else x.conjugate()
 
 
-def _div_rule(p, rounding_mode=None, **kwargs):
+def _div_rule(p, dtypes, rounding_mode=None, **kwargs):
     if rounding_mode is None:
         if p.category < 2:
             p = D.get_default_dtype()
@@ -140,8 +142,7 @@ def _(ctx, g):
 @elementwise("pow", operators=("__pow__", "__rpow__", "__ipow__"))
 def pow(xp, a, b):
     """``input ** exponent`` elementwise."""
-    b = xp.asarray(b)
-    if b.dtype.kind in "iu" and xp.asarray(a).dtype.kind in "iub" and bool(xp.any(b < 0)):
+    if isinstance(b, np.generic) and b.dtype.kind in "iu" and b < 0 and xp.asarray(a).dtype.kind in "iu":
         raise RuntimeError("Integers to negative integer powers are not allowed.")
     return xp.power(a, b)
 
@@ -154,7 +155,7 @@ def _(ctx, g):
     return ga, gb
 
 
-def _neg_rule(p, **kwargs):
+def _neg_rule(p, dtypes, **kwargs):
     if p is D.bool:
         raise RuntimeError("Negation, the `-` operator, on a bool tensor is not supported. If you are trying to "
                            "invert a mask, use the `~` or `logical_not()` operator instead.")
@@ -172,14 +173,16 @@ def _(ctx, g):
     return (-g,)
 
 
-def _abs_rule(p, **kwargs):
+def _abs_rule(p, dtypes, **kwargs):
+    if p is D.bool:
+        raise NotImplementedError("\"abs_cpu\" not implemented for 'Bool'")
     return (D.float32 if p in (D.float16, D.bfloat16) else p), p.to_real()
 
 
 @elementwise("abs", rule=_abs_rule, operators=("__abs__",))
 def abs(xp, a):
     """Absolute value (modulus for complex inputs, which returns the real dtype)."""
-    return xp.abs(a) if a.dtype.kind != "b" else a
+    return xp.abs(a)
 
 
 @abs.vjp
@@ -216,19 +219,19 @@ def bitwise_not(xp, a):
     return xp.invert(a)
 
 
-@elementwise("logical_and", rule="bool", differentiable=False)
+@elementwise("logical_and", rule="bool", differentiable=False, scalars=False)
 def logical_and(xp, a, b):
     """Elementwise AND of the operands' truth values; bool result."""
     return xp.logical_and(a, b)
 
 
-@elementwise("logical_or", rule="bool", differentiable=False)
+@elementwise("logical_or", rule="bool", differentiable=False, scalars=False)
 def logical_or(xp, a, b):
     """Elementwise OR of the operands' truth values; bool result."""
     return xp.logical_or(a, b)
 
 
-@elementwise("logical_xor", rule="bool", differentiable=False)
+@elementwise("logical_xor", rule="bool", differentiable=False, scalars=False)
 def logical_xor(xp, a, b):
     """Elementwise XOR of the operands' truth values; bool result."""
     return xp.logical_xor(a, b)

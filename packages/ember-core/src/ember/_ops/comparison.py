@@ -10,7 +10,7 @@ from .._tensor import Tensor
 
 def _ordered_rule(name):
     """Order comparisons: bool result; complex operands have no order."""
-    def rule(p, **kwargs):
+    def rule(p, dtypes, **kwargs):
         if p.is_complex:
             raise NotImplementedError(f"\"{name}_cpu\" not implemented for '{TORCH_NAME[p]}'")
         return (D.float32 if p in (D.float16, D.bfloat16) else p), D.bool
@@ -69,7 +69,7 @@ Tensor.__eq__ = _eq_operator
 Tensor.__ne__ = _ne_operator
 
 
-@elementwise("maximum")
+@elementwise("maximum", scalars=False)
 def maximum(xp, a, b):
     """Elementwise maximum, propagating NaN."""
     return xp.maximum(a, b)
@@ -82,7 +82,7 @@ def _(ctx, g):
     return g * pick_a, g * (1 - pick_a)
 
 
-@elementwise("minimum")
+@elementwise("minimum", scalars=False)
 def minimum(xp, a, b):
     """Elementwise minimum, propagating NaN."""
     return xp.minimum(a, b)
@@ -144,7 +144,7 @@ def clamp(xp, input, min=None, max=None):
         raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
     rd = P.array_result_type(input, min, max)
     if rd is D.bool:
-        raise RuntimeError("\"clamp_cpu\" not implemented for 'Bool'")
+        raise NotImplementedError("\"clamp_cpu\" not implemented for 'Bool'")
     cd = D.float32 if rd in (D.float16, D.bfloat16) else rd
     x = input.astype(D.storage(cd), copy=False)
     lo = None if min is None else _as_array(xp, min, D.storage(cd))
@@ -189,16 +189,23 @@ def equal(xp, input, other):
     return input.shape == other.shape and bool(xp.all(input == other))
 
 
+def _check_close_args(name, input, other):
+    if not hasattr(other, "ndim"):
+        raise TypeError(f"{name}(): argument 'other' (position 2) must be Tensor, not {type(other).__name__}")
+    if input.dtype != other.dtype:
+        raise RuntimeError(f"{TORCH_NAME[D.from_np(input.dtype)]} did not match {TORCH_NAME[D.from_np(other.dtype)]}")
+    P.broadcast_shapes(input.shape, other.shape)
+
+
 @op("allclose", differentiable=False)
 def allclose(xp, input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
     """True when every element satisfies ``|input - other| <= atol + rtol * |other|``."""
-    if input.dtype != other.dtype:
-        raise RuntimeError(f"{TORCH_NAME[D.from_np(input.dtype)]} did not match "
-                           f"{TORCH_NAME[D.from_np(other.dtype)]}")
+    _check_close_args("allclose", input, other)
     return bool(xp.allclose(input, other, rtol=rtol, atol=atol, equal_nan=equal_nan))
 
 
 @op("isclose", differentiable=False)
 def isclose(xp, input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
     """Elementwise ``|input - other| <= atol + rtol * |other|``."""
+    _check_close_args("isclose", input, other)
     return xp.isclose(input, other, rtol=rtol, atol=atol, equal_nan=equal_nan)

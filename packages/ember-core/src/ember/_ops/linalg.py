@@ -18,7 +18,8 @@ def _check_matmul(a, b):
         raise RuntimeError(f"expected m1 and m2 to have the same dtype, but got: {_CPP[D.from_np(a.dtype)]} != "
                            f"{_CPP[D.from_np(b.dtype)]}")
     if a.dtype == np.bool_:
-        raise RuntimeError("\"addmm_impl_cpu_\" not implemented for 'Bool'")
+        raise NotImplementedError(f"\"{'dot' if a.ndim == b.ndim == 1 else 'addmm_impl_cpu_'}\" not implemented "
+                                  "for 'Bool'")
     k_a = a.shape[-1]
     k_b = b.shape[-2] if b.ndim > 1 else b.shape[0]
     if k_a != k_b:

@@ -70,7 +70,7 @@ view_as.vjp(_reshape_vjp)
 @op("reshape_as", function=False, view=True)
 def reshape_as(xp, input, other):
     """``input.reshape(other.shape)``."""
-    return input.reshape(other.shape)
+    return reshape.impl(xp, input, other.shape)
 
 
 reshape_as.vjp(_reshape_vjp)
@@ -177,14 +177,19 @@ def unsqueeze(xp, input, dim):
 unsqueeze.vjp(_reshape_vjp)
 
 
+def _legacy_name(arr):
+    from .._tensor import _LEGACY_TYPE
+    return "torch." + _LEGACY_TYPE[D.from_np(arr.dtype)]
+
+
 @op("expand", function=False, view=True)
 def expand(xp, input, *sizes):
     """A broadcast view to ``sizes`` (-1 keeps a dim); no memory is copied."""
     sizes = size_args(sizes)
     if len(sizes) < input.ndim:
-        raise RuntimeError(f"expand(torch.FloatTensor{{{list(input.shape)}}}, size={list(sizes)}): the number of "
-                           "sizes provided ({}) must be greater or equal to the number of dimensions in the tensor "
-                           "({})".format(len(sizes), input.ndim))
+        raise RuntimeError(f"expand({_legacy_name(input)}{{{list(input.shape)}}}, size={list(sizes)}): the number "
+                           f"of sizes provided ({len(sizes)}) must be greater or equal to the number of dimensions "
+                           f"in the tensor ({input.ndim})")
     lead = len(sizes) - input.ndim
     target = list(sizes)
     for i, s in enumerate(input.shape):
@@ -276,7 +281,7 @@ def _joined_dtype(xp, tensors):
 def cat(xp, tensors, dim=0):
     """Concatenate along an existing dim (1-D empty tensors are skipped, as in PyTorch)."""
     if not isinstance(tensors, (list, tuple)) or not tensors:
-        raise RuntimeError("torch.cat(): expected a non-empty list of Tensors")
+        raise ValueError("torch.cat(): expected a non-empty list of Tensors")
     for i, t in enumerate(tensors):
         if t.ndim == 0:
             raise RuntimeError(f"zero-dimensional tensor (at position {i}) cannot be concatenated")

@@ -1,0 +1,130 @@
+"""Runs the op table (optable.py) against PyTorch: values, dtype, shape and exception type."""
+import math
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+import ember
+from ember._registry import REGISTRY
+
+from optable import LINES, convert
+
+TOL = {"float32": (1e-5, 1e-5), "float64": (1e-12, 1e-12), "float16": (2e-3, 1e-3), "bfloat16": (1.6e-2, 1e-2),
+       "complex64": (1e-5, 1e-5), "complex128": (1e-12, 1e-12)}
+
+
+def to_numpy(x):
+    if isinstance(x, torch.Tensor):
+        return x.detach().float().numpy() if x.dtype == torch.bfloat16 else x.detach().numpy()
+    return np.asarray(x._data.astype(np.float32) if x.dtype == ember.bfloat16 else x._data)
+
+
+def assert_same(e, t, where):
+    if isinstance(t, torch.Tensor):
+        assert isinstance(e, ember.Tensor), f"{where}: ember returned {type(e).__name__}"
+        assert str(e.dtype).split(".")[1] == str(t.dtype).split(".")[1], f"{where}: dtype {e.dtype} != {t.dtype}"
+        assert tuple(e.shape) == tuple(t.shape), f"{where}: shape {tuple(e.shape)} != {tuple(t.shape)}"
+        ev, tv = to_numpy(e), to_numpy(t)
+        name = str(t.dtype).split(".")[1]
+        if name in TOL:
+            rtol, atol = TOL[name]
+            np.testing.assert_allclose(ev, tv, rtol=rtol, atol=atol, equal_nan=True, err_msg=where)
+        else:
+            np.testing.assert_array_equal(ev, tv, err_msg=where)
+    elif isinstance(t, (tuple, list)):
+        assert len(e) == len(t), f"{where}: {len(e)} results != {len(t)}"
+        for i, (a, b) in enumerate(zip(e, t)):
+            assert_same(a, b, f"{where}[{i}]")
+    elif isinstance(t, float) and math.isnan(t):
+        assert math.isnan(e), where
+    else:
+        assert e == t, f"{where}: {e!r} != {t!r}"
+
+
+CASES = [pytest.param(line, dtype, id=f"{line.name}-{dtype}") for line in LINES for dtype in line.dtypes]
+
+
+@pytest.mark.parametrize("line,dtype", CASES)
+def test_op_matches_torch(line, dtype):
+    rng = np.random.default_rng(abs(hash((line.name, dtype))) % 2**32)
+    for i, (args, kwargs) in enumerate(line.samples(dtype, rng)):
+        where = f"{line.name}[{dtype}] sample {i}"
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                expected = line.call(torch, *convert(torch, args, dtype), **convert(torch, kwargs, dtype))
+            except Exception as exc:  # noqa: BLE001 - the oracle's exception type is what we compare
+                with pytest.raises(type(exc)):
+                    line.call(ember, *convert(ember, args, dtype), **convert(ember, kwargs, dtype))
+                continue
+            got = line.call(ember, *convert(ember, args, dtype), **convert(ember, kwargs, dtype))
+        assert_same(got, expected, where)
+
+
+def test_every_op_has_a_line():
+    lined = {line.name for line in LINES} | FACTORY_LINES
+    missing = sorted(n for n in REGISTRY if n not in lined)
+    assert not missing, f"ops without a line in the op table: {missing}"
+
+
+# ---- creation functions ----------------------------------------------------------------------
+FACTORIES = [
+    ("zeros", (2, 3), {}), ("zeros", ((2, 3),), {"dtype": "int32"}), ("ones", ([4],), {}),
+    ("ones", (0,), {"dtype": "bool"}), ("empty", (2, 2), {}), ("full", ((2, 2), 7), {}),
+    ("full", ((2,), 1.5), {}), ("full", ((2,), True), {}), ("zeros", (-1, 2), {}),
+    ("arange", (5,), {}), ("arange", (1, 4, 0.5), {}), ("arange", (1.0, 3), {}), ("arange", (0, 1, 0.1), {}),
+    ("arange", (5, 1, -1), {}), ("arange", (0, 5, 0), {}), ("arange", (0, 5), {"dtype": "float16"}),
+    ("linspace", (0, 1, 5), {}), ("linspace", (-2, 3, 7), {"dtype": "float64"}), ("linspace", (0, 1, 1), {}),
+    ("logspace", (0, 2, 3), {}), ("eye", (3,), {}), ("eye", (2, 4), {"dtype": "int64"}),
+    ("tensor", ([1, 2, 3],), {}), ("tensor", ([1.5, 2],), {}), ("tensor", ([[True], [False]],), {}),
+    ("tensor", (3.5,), {}), ("tensor", ([1, 2],), {"dtype": "float16"}), ("tensor", ([[1, 2], [3]],), {}),
+    ("tensor", ([1 + 2j],), {}), ("tensor", ("abc",), {}), ("tensor", ([],), {}),
+    ("as_tensor", ([1, 2],), {}), ("asarray", ([1.0, 2.0],), {}),
+]
+LIKE = ["zeros_like", "ones_like", "empty_like", "full_like"]
+FACTORY_LINES = {name for name, _, _ in FACTORIES} | set(LIKE) | {"from_numpy"}
+
+
+def _dtype_kw(lib, kwargs):
+    return {k: getattr(lib, v) if k == "dtype" else v for k, v in kwargs.items()}
+
+
+@pytest.mark.parametrize("name,args,kwargs", FACTORIES, ids=[f"{n}{a}" for n, a, _ in FACTORIES])
+def test_factory_matches_torch(name, args, kwargs):
+    try:
+        expected = getattr(torch, name)(*args, **_dtype_kw(torch, kwargs))
+    except Exception as exc:  # noqa: BLE001
+        with pytest.raises(type(exc)):
+            getattr(ember, name)(*args, **_dtype_kw(ember, kwargs))
+        return
+    got = getattr(ember, name)(*args, **_dtype_kw(ember, kwargs))
+    if name == "empty":
+        assert got.shape == expected.shape and str(got.dtype)[6:] == str(expected.dtype)[6:]
+    else:
+        assert_same(got, expected, name)
+
+
+@pytest.mark.parametrize("name", LIKE)
+@pytest.mark.parametrize("dtype", ["float32", "int64", "bool", "bfloat16"])
+def test_like_factories(name, dtype):
+    src = np.arange(6).reshape(2, 3)
+    extra = (3,) if name == "full_like" else ()
+    t = getattr(torch, name)(convert(torch, src, dtype), *extra)
+    e = getattr(ember, name)(convert(ember, src, dtype), *extra)
+    if name == "empty_like":
+        assert e.shape == t.shape and e.dtype == getattr(ember, dtype)
+    else:
+        assert_same(e, t, name)
+
+
+def test_from_numpy_shares_memory_and_rejects_unsupported():
+    a = np.arange(4, dtype=np.int16)
+    t = ember.from_numpy(a)
+    a[0] = 9
+    assert t[0].item() == 9 and t.dtype == ember.int16
+    with pytest.raises(TypeError):
+        ember.from_numpy(np.array(["x"]))
+    with pytest.raises(TypeError):
+        ember.from_numpy([1, 2])
