@@ -115,7 +115,8 @@ def broadcast_shapes(*shapes):
     out = [1] * ndim
     for j, s in enumerate(shapes):
         off = ndim - len(s)
-        for i, n in enumerate(s):
+        for i in range(len(s) - 1, -1, -1):  # trailing dims first, so errors name the last mismatch as PyTorch
+            n = s[i]
             cur = out[off + i]
             if n == cur or n == 1:
                 continue

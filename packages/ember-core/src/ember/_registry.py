@@ -460,6 +460,8 @@ def _make_function(op):
 # ---- installing spellings ---------------------------------------------------------------------
 _REFLECTED = {"__radd__", "__rsub__", "__rmul__", "__rtruediv__", "__rfloordiv__", "__rmod__", "__rpow__",
               "__rmatmul__", "__rand__", "__ror__", "__rxor__", "__rlshift__", "__rrshift__"}
+_INPLACE = {"__iadd__", "__isub__", "__imul__", "__itruediv__", "__ifloordiv__", "__imod__", "__ipow__", "__imatmul__",
+            "__iand__", "__ior__", "__ixor__", "__ilshift__", "__irshift__"}
 
 
 def _reflected(o):
@@ -494,7 +496,7 @@ def install(namespace):
         for dunder in o.operators:
             if dunder in _REFLECTED:
                 setattr(Tensor, dunder, _reflected(o))
-            elif dunder.startswith("__i"):
+            elif dunder in _INPLACE:
                 setattr(Tensor, dunder, _inplace_operator(o.inplace_fn))
             else:
                 setattr(Tensor, dunder, o.fn)

@@ -27,7 +27,7 @@ class Tensor:
         if len(args) == 1 and not isinstance(args[0], (int, Size)):
             src = _factory.tensor(args[0], dtype=D.get_default_dtype(), device=device)
         else:
-            src = _factory.empty(*args, device=device)
+            src = _factory.empty(*(args or (0,)), device=device)
         _init(self, src._data)
 
     @classmethod

@@ -69,7 +69,15 @@ Tensor.__eq__ = _eq_operator
 Tensor.__ne__ = _ne_operator
 
 
-@elementwise("maximum", scalars=False)
+def _real_rule(name):
+    def rule(p, dtypes, **kwargs):
+        if p.is_complex:
+            raise RuntimeError(f"{name} not implemented for complex tensors.")
+        return (D.float32 if p in (D.float16, D.bfloat16) else p), p
+    return rule
+
+
+@elementwise("maximum", rule=_real_rule("maximum"), scalars=False)
 def maximum(xp, a, b):
     """Elementwise maximum, propagating NaN."""
     return xp.maximum(a, b)
@@ -82,7 +90,7 @@ def _(ctx, g):
     return g * pick_a, g * (1 - pick_a)
 
 
-@elementwise("minimum", scalars=False)
+@elementwise("minimum", rule=_real_rule("minimum"), scalars=False)
 def minimum(xp, a, b):
     """Elementwise minimum, propagating NaN."""
     return xp.minimum(a, b)
@@ -143,6 +151,8 @@ def clamp(xp, input, min=None, max=None):
     if min is None and max is None:
         raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
     rd = P.array_result_type(input, min, max)
+    if rd.is_complex:
+        raise NotImplementedError("clamp is not supported for complex types")
     if rd is D.bool:
         raise NotImplementedError("\"clamp_cpu\" not implemented for 'Bool'")
     cd = D.float32 if rd in (D.float16, D.bfloat16) else rd

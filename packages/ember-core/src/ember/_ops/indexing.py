@@ -95,3 +95,11 @@ def setitem(xp, input, index, value):
                                "a single memory location. Please clone() the tensor before performing the "
                                "operation.") from None
         raise RuntimeError(f"shape mismatch: {e}") from None
+
+
+@setitem.vjp
+def _(ctx, g):
+    x, index, value = ctx.args[:3]
+    gx = g.clone()
+    gx[index] = 0
+    return gx, None, g[index].sum_to_size(value.shape) if isinstance(value, Tensor) else None

@@ -1,0 +1,177 @@
+"""The registry's generated spellings (function, method, operators, in-place, out=) and the dispatcher."""
+import operator
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+import ember
+from ember import _dispatch
+from ember._registry import REGISTRY
+
+BINARY_OPERATORS = [("add", operator.add, operator.iadd), ("sub", operator.sub, operator.isub),
+                    ("mul", operator.mul, operator.imul), ("div", operator.truediv, operator.itruediv),
+                    ("floor_divide", operator.floordiv, operator.ifloordiv), ("remainder", operator.mod, operator.imod),
+                    ("pow", operator.pow, operator.ipow)]
+
+
+def sample(lib, dtype="float32"):
+    a = lib.tensor([[1.5, -2.0, 3.0], [0.5, 4.0, -1.0]], dtype=getattr(lib, dtype))
+    b = lib.tensor([2.0, 0.5, -3.0], dtype=getattr(lib, dtype))
+    return a, b
+
+
+@pytest.mark.parametrize("name,op,iop", BINARY_OPERATORS)
+def test_function_method_operator_inplace_and_out_agree(name, op, iop):
+    a, b = sample(ember)
+    ta, tb = sample(torch)
+    expected = getattr(torch, name)(ta, tb).numpy()
+    for got in (getattr(ember, name)(a, b), getattr(a, name)(b), op(a, b)):
+        np.testing.assert_allclose(got.numpy(), expected, rtol=1e-6)
+    out = ember.empty(2, 3)
+    assert getattr(ember, name)(a, b, out=out) is out
+    np.testing.assert_allclose(out.numpy(), expected, rtol=1e-6)
+    c = a.clone()
+    version = c._version[0]
+    assert getattr(c, name + "_")(b) is c and c._version[0] == version + 1
+    np.testing.assert_allclose(c.numpy(), expected, rtol=1e-6)
+    d = a.clone()
+    d_id = id(d)
+    d = iop(d, b)
+    assert id(d) == d_id
+    np.testing.assert_allclose(d.numpy(), expected, rtol=1e-6)
+    # reflected operators with a Python number on the left
+    np.testing.assert_allclose(op(2.0, a).numpy(), op(2.0, ta).numpy(), rtol=1e-6)
+
+
+def test_unary_and_comparison_operators():
+    a, _ = sample(ember)
+    ta, _ = sample(torch)
+    for op in (operator.neg, abs, lambda x: x < 1, lambda x: x >= 1, lambda x: x == 1.5, lambda x: x != 1.5,
+               lambda x: 1 < x):
+        np.testing.assert_array_equal(op(a).numpy(), op(ta).numpy())
+    i = ember.tensor([1, 2, 3])
+    ti = torch.tensor([1, 2, 3])
+    for op in (operator.invert, lambda x: x & 2, lambda x: x | 4, lambda x: x ^ 1, lambda x: 6 & x):
+        np.testing.assert_array_equal(op(i).numpy(), op(ti).numpy())
+    np.testing.assert_allclose((a @ a.T).numpy(), (ta @ ta.T).numpy(), rtol=1e-6)
+
+
+def test_out_checks_dtype_and_resizes_with_warning():
+    a, b = sample(ember)
+    with pytest.raises(RuntimeError, match="result type Float can't be cast to the desired output type Long"):
+        ember.add(a, b, out=ember.empty(2, 3, dtype=ember.int64))
+    out = ember.empty(5)
+    with pytest.warns(UserWarning, match="was resized"):
+        ember.add(a, b, out=out)
+    assert out.shape == (2, 3)
+    empty = ember.empty(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ember.mul(a, b, out=empty)
+    assert empty.shape == (2, 3)
+    wide = ember.empty(2, 3, dtype=ember.float64)
+    ember.add(a, b, out=wide)
+    assert wide.dtype is ember.float64
+
+
+def test_inplace_refuses_dtype_and_shape_changes():
+    with pytest.raises(RuntimeError, match="result type Float can't be cast to the desired output type Long"):
+        ember.ones(3, dtype=ember.int64).add_(ember.ones(3))
+    with pytest.raises(RuntimeError, match="doesn't match the broadcast shape"):
+        ember.ones(3).add_(ember.ones(2, 3))
+    x = ember.ones(3, dtype=ember.float64)
+    x.add_(ember.ones(3, dtype=ember.int32))
+    assert x.dtype is ember.float64 and x.tolist() == [2.0, 2.0, 2.0]
+    with pytest.raises(RuntimeError, match="more than one element"):
+        ember.ones(1, 3).expand(2, 3).add_(1)
+
+
+def test_public_functions_refuse_numbers_where_torch_does():
+    with pytest.raises(TypeError, match=r"add\(\): argument 'input' \(position 1\) must be Tensor, not int"):
+        ember.add(2, ember.ones(2))
+    with pytest.raises(TypeError, match="maximum"):
+        ember.maximum(ember.ones(2), 1)
+    assert (2 - ember.ones(2)).tolist() == [1.0, 1.0]
+
+
+def test_exports_are_generated_from_the_registry():
+    for name, op in REGISTRY.items():
+        if op.function:
+            assert getattr(ember, name) is op.fn, name
+        if op.method:
+            method = name if op.method is True else op.method
+            assert getattr(ember.Tensor, method) is op.fn, name
+        if op.inplace:
+            assert callable(getattr(ember.Tensor, (name if op.method is True else op.method) + "_")), name
+
+
+def test_every_differentiable_op_declares_a_vjp_or_a_mark():
+    undeclared = [n for n, o in REGISTRY.items()
+                  if o.kind != "factory" and o.differentiable and o.vjp_fn is None]
+    assert not undeclared, f"ops with neither a VJP nor differentiable=False: {undeclared}"
+
+
+class RecordingLayer:
+    def __init__(self, log, tag):
+        self.log, self.tag = log, tag
+
+    def __call__(self, call, call_next):
+        self.log.append((self.tag, call.op.name, call.mode))
+        return call_next(call)
+
+
+def test_layers_run_in_order_only_when_the_slow_path_is_forced():
+    log = []
+    _dispatch.register_layer("test-late", 300, RecordingLayer(log, "late"))
+    _dispatch.register_layer("test-early", 50, RecordingLayer(log, "early"))
+    try:
+        a = ember.ones(3)
+        a + a  # fast path: no layer runs
+        assert log == []
+        _dispatch.force_slow(True)
+        try:
+            r = a + a
+            a.mul_(2)
+            a.sum()
+        finally:
+            _dispatch.force_slow(False)
+        assert r.tolist() == [2.0, 2.0, 2.0]
+        assert log == [("early", "add", None), ("late", "add", None), ("early", "mul", "inplace"),
+                       ("late", "mul", "inplace"), ("early", "sum", None), ("late", "sum", None)]
+        with pytest.raises(RuntimeError, match="already registered"):
+            _dispatch.register_layer("test-late", 1, RecordingLayer(log, "x"))
+    finally:
+        _dispatch.unregister_layer("test-late")
+        _dispatch.unregister_layer("test-early")
+    assert "test-late" not in _dispatch.layers()
+
+
+def test_a_layer_can_change_the_call():
+    def double_inputs(call, call_next):
+        if call.op.name == "add":
+            call.args = tuple(x * 2 if isinstance(x, ember.Tensor) else x for x in call.args)
+        return call_next(call)
+
+    _dispatch.register_layer("test-double", 100, double_inputs)
+    _dispatch.force_slow(True)
+    try:
+        assert (ember.ones(2) + ember.ones(2)).tolist() == [4.0, 4.0]
+    finally:
+        _dispatch.force_slow(False)
+        _dispatch.unregister_layer("test-double")
+
+
+def test_fast_path_and_slow_path_agree_on_dtypes():
+    for dtype in (ember.float32, ember.float64, ember.int64, ember.int8, ember.bool):
+        a = ember.ones(4, dtype=dtype)
+        fast = a == a
+        _dispatch.force_slow(True)
+        try:
+            slow = a == a
+        finally:
+            _dispatch.force_slow(False)
+        assert fast.dtype is slow.dtype is ember.bool
+        if dtype is not ember.bool:
+            assert (a + a).dtype is dtype and (a * 2.5).dtype is ember.promote_types(dtype, ember.float32)
