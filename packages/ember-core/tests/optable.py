@@ -77,10 +77,16 @@ def convert(lib, x, dtype):
 
 
 class Line:
-    """One op's line: ``call(lib, *args, **kwargs)`` over ``samples(dtype, rng)`` for ``dtypes``."""
+    """One op's line: ``call(lib, *args, **kwargs)`` over ``samples(dtype, rng)`` for ``dtypes``.
 
-    def __init__(self, name, call, samples, dtypes=ALL, values=True, inplace_target=None):
-        self.name, self.call, self.samples, self.dtypes, self.check_values = name, call, samples, dtypes, values
+    ``grad``: also check the op's VJP against torch.autograd on the float64 samples (only for
+    lines whose ``call`` passes its arguments straight to the op, as ``fn``/``meth`` do).
+    ``values=False``: compare dtype, shape and errors only (random ops, uninitialised memory).
+    """
+
+    def __init__(self, name, call, samples, dtypes=ALL, grad=None, values=True):
+        self.name, self.call, self.samples, self.dtypes, self.values = name, call, samples, dtypes, values
+        self.grad = getattr(call, "direct", False) if grad is None else grad
 
 
 # ---- sample sets -----------------------------------------------------------------------------
@@ -171,11 +177,19 @@ def wheres(dtype, rng):
 
 
 def fn(name):
-    return lambda m, *a, **k: getattr(m, name)(*a, **k)
+    """Call ``lib.<name>(*args)``."""
+    def call(m, *a, **k):
+        return getattr(m, name)(*a, **k)
+    call.direct = True
+    return call
 
 
 def meth(name):
-    return lambda m, x, *a, **k: getattr(x, name)(*a, **k)
+    """Call ``args[0].<name>(*args[1:])``."""
+    def call(m, x, *a, **k):
+        return getattr(x, name)(*a, **k)
+    call.direct = True
+    return call
 
 
 def _setitem(m, a, idx, v):
@@ -263,4 +277,9 @@ LINES = [
     Line("zero_", _mutated("zero_"), shape_of(((2, 3), (), {}))),
     Line("copy_", _mutated("copy_"), lambda d, r: [((values(d, (2, 3), r), values("float64", (3,), r)), {}),
                                                    ((values(d, (2, 3), r), values(d, (4,), r)), {})]),
+]
+
+LINES += [
+    Line("exp", fn("exp"), unary), Line("log", fn("log"), unary), Line("sign", fn("sign"), unary, dtypes=NUMERIC),
+    Line("sgn", fn("sgn"), unary, dtypes=NUMERIC), Line("conj", fn("conj"), unary),
 ]

@@ -1,5 +1,13 @@
-"""Runs the op table (optable.py) against PyTorch: values, dtype, shape and exception type."""
+"""Runs the op table against PyTorch: values, dtype, shape and exception type of every op, and
+every differentiable op's VJP against torch.autograd.
+
+The table is split by family: ``optable.py`` holds the machinery and ember-core's first ops, and
+every module ``optable_<family>.py`` beside it adds a ``LINES`` list.
+"""
+import importlib
 import math
+import pathlib
+import types
 import warnings
 
 import numpy as np
@@ -9,23 +17,29 @@ import torch
 import ember
 from ember._registry import REGISTRY
 
-from optable import LINES, convert
+import optable
+from optable import convert
+
+LINES = list(optable.LINES)
+for _path in sorted(pathlib.Path(__file__).parent.glob("optable_*.py")):
+    LINES += importlib.import_module(_path.stem).LINES
 
 TOL = {"float32": (1e-5, 1e-5), "float64": (1e-12, 1e-12), "float16": (2e-3, 1e-3), "bfloat16": (1.6e-2, 1e-2),
        "complex64": (1e-5, 1e-5), "complex128": (1e-12, 1e-12)}
-
-
+TOL.update(getattr(optable, "EXTRA_TOL", {}))
 def to_numpy(x):
     if isinstance(x, torch.Tensor):
         return x.detach().float().numpy() if x.dtype == torch.bfloat16 else x.detach().numpy()
     return np.asarray(x._data.astype(np.float32) if x.dtype == ember.bfloat16 else x._data)
 
 
-def assert_same(e, t, where):
+def assert_same(e, t, where, values=True):
     if isinstance(t, torch.Tensor):
         assert isinstance(e, ember.Tensor), f"{where}: ember returned {type(e).__name__}"
         assert str(e.dtype).split(".")[1] == str(t.dtype).split(".")[1], f"{where}: dtype {e.dtype} != {t.dtype}"
         assert tuple(e.shape) == tuple(t.shape), f"{where}: shape {tuple(e.shape)} != {tuple(t.shape)}"
+        if not values:
+            return
         ev, tv = to_numpy(e), to_numpy(t)
         name = str(t.dtype).split(".")[1]
         if name in TOL:
@@ -36,11 +50,15 @@ def assert_same(e, t, where):
     elif isinstance(t, (tuple, list)):
         assert len(e) == len(t), f"{where}: {len(e)} results != {len(t)}"
         for i, (a, b) in enumerate(zip(e, t)):
-            assert_same(a, b, f"{where}[{i}]")
+            assert_same(a, b, f"{where}[{i}]", values)
     elif isinstance(t, float) and math.isnan(t):
         assert math.isnan(e), where
     else:
         assert e == t, f"{where}: {e!r} != {t!r}"
+
+
+def _seed(*parts):
+    return sum(ord(c) * (i + 1) for i, c in enumerate("/".join(parts))) % 2**32
 
 
 CASES = [pytest.param(line, dtype, id=f"{line.name}-{dtype}") for line in LINES for dtype in line.dtypes]
@@ -48,7 +66,7 @@ CASES = [pytest.param(line, dtype, id=f"{line.name}-{dtype}") for line in LINES 
 
 @pytest.mark.parametrize("line,dtype", CASES)
 def test_op_matches_torch(line, dtype):
-    rng = np.random.default_rng(abs(hash((line.name, dtype))) % 2**32)
+    rng = np.random.default_rng(_seed(line.name, dtype))
     for i, (args, kwargs) in enumerate(line.samples(dtype, rng)):
         where = f"{line.name}[{dtype}] sample {i}"
         with warnings.catch_warnings():
@@ -60,7 +78,72 @@ def test_op_matches_torch(line, dtype):
                     line.call(ember, *convert(ember, args, dtype), **convert(ember, kwargs, dtype))
                 continue
             got = line.call(ember, *convert(ember, args, dtype), **convert(ember, kwargs, dtype))
-        assert_same(got, expected, where)
+        assert_same(got, expected, where, line.values)
+
+
+def _torch_leaves(args):
+    """The float64 tensors among converted torch arguments, made leaves that require grad."""
+    if isinstance(args, torch.Tensor):
+        return args.detach().requires_grad_() if args.dtype == torch.float64 else args
+    if isinstance(args, (list, tuple)):
+        return type(args)(_torch_leaves(a) for a in args)
+    if isinstance(args, dict):
+        return {k: _torch_leaves(v) for k, v in args.items()}
+    return args
+
+
+def _flat(x):
+    if isinstance(x, (list, tuple)):
+        return [y for v in x for y in _flat(v)]
+    return [x]
+
+
+GRAD_CASES = [pytest.param(line, id=line.name) for line in LINES
+              if line.grad and "float64" in line.dtypes and REGISTRY[line.name].differentiable]
+
+
+@pytest.mark.parametrize("line", GRAD_CASES)
+def test_vjp_matches_torch_autograd(line):
+    """The op's VJP, called as ember-autograd will call it, against torch.autograd.grad (float64)."""
+    op = REGISTRY[line.name]
+    assert op.vjp_fn is not None, f"{line.name} has no VJP"
+    rng = np.random.default_rng(_seed(line.name, "grad"))
+    checked = 0
+    for args, kwargs in line.samples("float64", rng):
+        targs, tkw = _torch_leaves(convert(torch, args, "float64")), _torch_leaves(convert(torch, kwargs, "float64"))
+        try:
+            tout = line.call(torch, *targs, **tkw)
+        except Exception:  # noqa: BLE001 - bad-input samples have no gradient
+            continue
+        touts = [o for o in _flat(tout) if isinstance(o, torch.Tensor)]
+        leaves = [a for a in _flat(list(targs) + list(tkw.values())) if isinstance(a, torch.Tensor) and a.requires_grad]
+        if not leaves or not any(o.requires_grad for o in touts):
+            continue
+        gs = [torch.from_numpy(rng.standard_normal(o.shape)) for o in touts]
+        diff = [(o, g) for o, g in zip(touts, gs) if o.requires_grad]
+        expected = torch.autograd.grad([o for o, _ in diff], leaves, [g for _, g in diff], allow_unused=True)
+
+        eargs, ekw = convert(ember, args, "float64"), convert(ember, kwargs, "float64")
+        eout = line.call(ember, *eargs, **ekw)
+        ctx = types.SimpleNamespace(args=eargs, kwargs=ekw, out=eout)
+        got = op.vjp_fn(ctx, *[ember.tensor(g.numpy()) for g in gs])
+        got_flat = []
+        for arg, grad in zip(list(eargs) + list(ekw.values()), list(got) + [None] * len(ekw)):
+            if isinstance(arg, ember.Tensor):
+                got_flat.append((arg, grad))
+            elif isinstance(arg, (list, tuple)):
+                got_flat += [(a, g) for a, g in zip(arg, grad or [None] * len(arg)) if isinstance(a, ember.Tensor)]
+        got_for_leaves = [g for a, g in got_flat if a.dtype == ember.float64]
+        for i, (g_e, g_t) in enumerate(zip(got_for_leaves, expected)):
+            where = f"{line.name} sample grad {i}"
+            if g_t is None:
+                assert g_e is None or not np.any(g_e.numpy()), where
+                continue
+            assert g_e is not None, f"{where}: ember gives no gradient"
+            g_e = g_e.sum_to_size(tuple(g_t.shape)) if tuple(g_e.shape) != tuple(g_t.shape) else g_e
+            np.testing.assert_allclose(g_e.numpy(), g_t.numpy(), rtol=1e-7, atol=1e-10, err_msg=where)
+        checked += 1
+    assert checked, f"{line.name}: no sample produced a gradient to compare"
 
 
 def test_every_op_has_a_line():

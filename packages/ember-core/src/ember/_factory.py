@@ -276,7 +276,7 @@ def eye(n, m=None, *, out=None, dtype=None, layout=None, device=None, requires_g
 
 def _new(fill):
     def method(self, *size, dtype=None, device=None, requires_grad=False, layout=None, pin_memory=False):
-        return fill(size, dtype=dtype or self.dtype, device=device or self.device, requires_grad=requires_grad)
+        return fill(*size, dtype=dtype or self.dtype, device=device or self.device, requires_grad=requires_grad)
     return method
 
 

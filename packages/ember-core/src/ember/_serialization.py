@@ -1,2 +1,607 @@
-"""(being written)"""
-__all__ = []
+"""``ember.save`` / ``ember.load``: PyTorch's checkpoint formats, written and read without PyTorch.
+
+A checkpoint is a zip archive. ``<archive>/data.pkl`` is the pickled object, in which every tensor is
+a call ``torch._utils._rebuild_tensor_v2(storage, offset, size, stride, requires_grad, hooks)`` and
+every storage a persistent id ``('storage', torch.FloatStorage, key, location, numel)`` whose bytes
+are the record ``<archive>/data/<key>``. ember writes those torch names itself (``_TorchName``) and
+maps them back to ember objects when reading, so neither side needs PyTorch installed. Files of the
+legacy format (``_use_new_zipfile_serialization=False``) are read and written too.
+"""
+import collections
+import contextlib
+import io
+import os
+import pickle
+import secrets
+import struct
+import sys
+import zipfile
+
+import numpy as np
+
+from . import _backend
+from . import _dtype as D
+from ._device import device
+from ._size import Size
+from ._tensor import Tensor
+
+__all__ = ["save", "load"]
+
+# storage classes PyTorch pickles per dtype (dtypes without one have no tensors in ember either)
+_STORAGE = {D.float32: "FloatStorage", D.float64: "DoubleStorage", D.float16: "HalfStorage",
+            D.bfloat16: "BFloat16Storage", D.int64: "LongStorage", D.int32: "IntStorage",
+            D.int16: "ShortStorage", D.int8: "CharStorage", D.uint8: "ByteStorage", D.bool: "BoolStorage",
+            D.complex64: "ComplexFloatStorage", D.complex128: "ComplexDoubleStorage"}
+_ALIGN = 64  # storage records start at multiples of this offset, as PyTorch writes them (lets mmap work)
+_LEGACY_MAGIC = 0x1950A86A20F9469CFC6C
+_LEGACY_PROTOCOL = 1001
+
+
+# ---- writing ---------------------------------------------------------------------------------------
+class _TorchName:
+    """A PyTorch global, pickled by name (``GLOBAL torch._utils _rebuild_tensor_v2``) without importing it."""
+
+    __slots__ = ("module", "name")
+    _cache = {}
+
+    def __new__(cls, qualname):
+        self = cls._cache.get(qualname)
+        if self is None:
+            self = cls._cache[qualname] = object.__new__(cls)
+            self.module, _, self.name = qualname.rpartition(".")
+        return self
+
+    def __call__(self, *args):  # pickle requires reduce functions to be callable
+        raise TypeError(f"{self.module}.{self.name} is a stand-in for PyTorch's function, for pickling only")
+
+
+class _StorageRef:
+    """A storage met while pickling; the pickler writes it as a persistent id."""
+
+    __slots__ = ("pid", "array")
+
+    def __init__(self, pid, array):
+        self.pid, self.array = pid, array
+
+
+class _CheckpointPickler(pickle._Pickler):
+    """The pure-Python pickler (the C one cannot write globals of modules it cannot import), writing
+    tensors, dtypes, devices and sizes under their PyTorch names."""
+
+    def __init__(self, file, protocol, legacy):
+        super().__init__(file, protocol)
+        self.dispatch = {**self.dispatch, _TorchName: _CheckpointPickler._save_name,
+                         D.dtype: lambda p, dt: p.save(_TorchName("torch." + dt.name))}
+        self.legacy = legacy
+        self.storages = []  # _StorageRef, in key order
+        self._by_base = {}  # id(base array) -> _StorageRef (the array is kept alive by the ref)
+
+    def _save_name(self, obj):
+        self.write(pickle.GLOBAL + f"{obj.module}\n{obj.name}\n".encode())
+        self.memoize(obj)
+
+    def persistent_id(self, obj):
+        return obj.pid if type(obj) is _StorageRef else None
+
+    def reducer_override(self, obj):
+        if isinstance(obj, Tensor):
+            return self._reduce_tensor(obj)
+        if type(obj) is device:
+            return _TorchName("torch.device"), (obj.type,) if obj.index is None else (obj.type, obj.index)
+        if type(obj) is Size:
+            return _TorchName("torch.Size"), (tuple(obj),)
+        return NotImplemented
+
+    def _reduce_tensor(self, t):
+        ref, offset, stride = self._storage_of(t)
+        plain = (_TorchName("torch._utils._rebuild_tensor_v2"),
+                 (ref, offset, tuple(t.shape), stride, t._rg, collections.OrderedDict()))
+        if not _is_parameter(t):
+            return plain
+        data = Tensor._wrap(t._data)._view_of(t)  # a plain tensor on the same storage, wrapped in a Parameter
+        return _TorchName("torch._utils._rebuild_parameter"), (data, t._rg, collections.OrderedDict())
+
+    def _storage_of(self, t):
+        """The storage of ``t`` (its view base's memory, shared with other views) and t's place in it."""
+        arr = t._data
+        base = (t._base if t._base is not None else t)._data
+        ref = self._by_base.get(id(base))
+        layout = _layout_in(arr, base) if ref is None or ref.array.dtype == arr.dtype else None
+        if layout is None:  # not expressible in its base's memory: save a contiguous copy of its own
+            base = _backend.xp_of(arr).ascontiguousarray(arr)
+            layout, ref = (0, _contiguous_strides(arr.shape)), None
+        if ref is None:
+            ref = self._new_ref(base)
+        return ref, layout[0], layout[1]
+
+    def _new_ref(self, base):
+        dt = D.from_np(base.dtype)
+        if dt not in _STORAGE:
+            raise TypeError(f"cannot save {dt} tensors")
+        key = str(len(self.storages))
+        location = "cpu" if _backend.is_host(base) else f"cuda:{base.device.id}"
+        pid = ("storage", _TorchName("torch." + _STORAGE[dt]), key, location, base.size)
+        ref = _StorageRef(pid + (None,) if self.legacy else pid, base)
+        self.storages.append(ref)
+        self._by_base[id(base)] = ref
+        return ref
+
+
+def _is_parameter(t):
+    # ember.nn (another distribution) defines Parameter; recognised by name to keep ember-core independent
+    return any(c.__name__ == "Parameter" and c.__module__.startswith("ember.nn") for c in type(t).__mro__)
+
+
+def _layout_in(arr, base):
+    """(offset, strides) in elements of view ``arr`` inside the dense memory of ``base``, or None."""
+    if arr.dtype != base.dtype or arr.size == 0 or not (base.flags.c_contiguous or base.flags.f_contiguous):
+        return None
+    item = arr.itemsize
+    start = _address(arr) - _address(base)
+    end = start + sum((n - 1) * s for n, s in zip(arr.shape, arr.strides)) + item
+    if start < 0 or end > base.nbytes or start % item or any(s < 0 or s % item for s in arr.strides):
+        return None  # e.g. flipped (negative strides), or a "view" op that had to copy
+    return start // item, tuple(s // item for s in arr.strides)
+
+
+def _contiguous_strides(shape):
+    strides, step = [], 1
+    for n in reversed(shape):
+        strides.append(step)
+        step *= max(n, 1)
+    return tuple(reversed(strides))
+
+
+def _address(arr):
+    return arr.__array_interface__["data"][0] if _backend.is_host(arr) else arr.data.ptr
+
+
+def _storage_bytes(arr):
+    """The raw bytes of a dense array in memory order, as a host buffer."""
+    host = arr if _backend.is_host(arr) else arr.get()
+    return memoryview(host.ravel(order="K").view(np.uint8))
+
+
+def save(obj, f, pickle_module=pickle, pickle_protocol=2, _use_new_zipfile_serialization=True,
+         _disable_byteorder_record=False, *, _extra_files=None):
+    """Save ``obj`` (tensors, state_dicts, nested containers) to a path or binary file in PyTorch's format.
+
+    ``_extra_files`` maps names to bytes or str, stored as ``<archive>/extra/<name>`` (read back with
+    ``ember.load(f, _extra_files=d)``).
+    """
+    if pickle_module is not pickle:
+        raise ValueError("ember.save writes PyTorch's names through its own pickler: only pickle_module=pickle "
+                         "is supported")
+    data = io.BytesIO()
+    pickler = _CheckpointPickler(data, pickle_protocol, not _use_new_zipfile_serialization)
+    pickler.dump(obj)
+    with _opened(f, "wb") as fh:
+        if not _use_new_zipfile_serialization:
+            if _extra_files:
+                raise ValueError("_extra_files needs the zip format (_use_new_zipfile_serialization=True)")
+            return _write_legacy(fh, data.getvalue(), pickler.storages, pickle_protocol)
+        name = os.path.splitext(os.path.basename(os.fspath(f)))[0] if _is_path(f) else "archive"
+        records = [("data.pkl", data.getbuffer()), (".format_version", b"1"),
+                   (".storage_alignment", str(_ALIGN).encode())]
+        if not _disable_byteorder_record:
+            records.append(("byteorder", sys.byteorder.encode()))
+        records += [(f"data/{r.pid[2]}", _storage_bytes(r.array)) for r in pickler.storages]
+        records += [(f"extra/{k}", v.encode() if isinstance(v, str) else bytes(v))
+                    for k, v in (_extra_files or {}).items()]
+        records += [("version", b"3\n"), (".data/serialization_id", b"%040d" % secrets.randbits(128))]
+        with zipfile.ZipFile(fh, "w", zipfile.ZIP_STORED) as zf:
+            for rec, payload in records:
+                _write_aligned(zf, f"{name}/{rec}", payload)
+
+
+def _write_aligned(zf, name, payload):
+    """Write one stored record whose data starts at a multiple of _ALIGN (padding in an extra field)."""
+    info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
+    info.file_size = len(payload)
+    zip64 = info.file_size * 1.05 > zipfile.ZIP64_LIMIT  # zipfile's own rule; it adds a 20-byte field
+    header = 30 + len(name.encode()) + 4 + (20 if zip64 else 0)
+    pad = -(zf.start_dir + header) % _ALIGN
+    info.extra = struct.pack("<2sH", b"FB", pad) + b"Z" * pad
+    with zf.open(info, "w", force_zip64=zip64) as w:
+        w.write(payload)
+
+
+def _write_legacy(fh, pickled, storages, protocol):
+    sys_info = {"protocol_version": _LEGACY_PROTOCOL, "little_endian": sys.byteorder == "little",
+                "type_sizes": {"short": 2, "int": 4, "long": 4}}
+    for header in (_LEGACY_MAGIC, _LEGACY_PROTOCOL, sys_info):
+        pickle.dump(header, fh, protocol=protocol)
+    fh.write(pickled)
+    pickle.dump([r.pid[2] for r in storages], fh, protocol=protocol)
+    for r in storages:
+        fh.write(struct.pack("<q", r.array.size))
+        fh.write(_storage_bytes(r.array))
+
+
+# ---- reading: the functions PyTorch's names stand for --------------------------------------------------
+def _rebuild_tensor(storage, storage_offset, size, stride):
+    return _view(storage, storage_offset, size, stride)
+
+
+def _rebuild_tensor_v2(storage, storage_offset, size, stride, requires_grad=False, backward_hooks=None,
+                       metadata=None):
+    t = _view(storage, storage_offset, size, stride)
+    if requires_grad:
+        t.requires_grad = True
+    return t
+
+
+def _rebuild_tensor_v3(storage, storage_offset, size, stride, requires_grad, backward_hooks, dtype, metadata=None):
+    t = _view(storage, storage_offset, size, stride, dtype)
+    if requires_grad:
+        t.requires_grad = True
+    return t
+
+
+def _rebuild_parameter(data, requires_grad, backward_hooks):
+    return _parameter_class()(data, requires_grad)
+
+
+def _rebuild_parameter_with_state(data, requires_grad, backward_hooks, state):
+    param = _rebuild_parameter(data, requires_grad, backward_hooks)
+    for k, v in state.items():
+        setattr(param, k, v)
+    return param
+
+
+def _rebuild_from_type_v2(func, new_type, args, state):
+    # ember has one tensor class: the subclass named in the file is not restored, its attributes are
+    ret = func(*args)
+    for k, v in state.items():
+        setattr(ret, k, v)
+    return ret
+
+
+def _get_layout(name):
+    if name != "torch.strided":
+        raise pickle.UnpicklingError(f"ember supports only strided tensors, the checkpoint holds layout {name}")
+    return "strided"
+
+
+def _parameter_class():
+    try:
+        from .nn import Parameter
+    except ImportError:
+        raise pickle.UnpicklingError("the checkpoint holds nn.Parameter objects: loading them needs ember-nn "
+                                     "(pip install ember-nn)") from None
+    return Parameter
+
+
+def _view(storage, offset, size, stride, dtype=None):
+    """A tensor over ``storage`` (the 1-D tensor of a storage) with PyTorch's offset/size/stride."""
+    arr = storage._data if dtype is None else storage._data.view(D.storage(dtype))
+    size, stride = tuple(map(int, size)), tuple(map(int, stride))
+    if len(size) != len(stride) or min(size + stride + (offset,), default=0) < 0:
+        raise RuntimeError(f"invalid tensor layout in checkpoint: size {list(size)}, stride {list(stride)}, "
+                           f"storage offset {offset}")
+    if 0 in size:
+        return Tensor._wrap(arr[:0].reshape(size))
+    need = offset + sum((n - 1) * s for n, s in zip(size, stride)) + 1
+    if need > arr.size:  # never let a crafted file read past the storage
+        raise RuntimeError(f"tensor of size {list(size)}, stride {list(stride)} and storage offset {offset} needs "
+                           f"{need} elements but its storage has {arr.size}")
+    xp = _backend.xp_of(arr)
+    view = xp.lib.stride_tricks.as_strided(arr[offset:], size, tuple(s * arr.itemsize for s in stride))
+    if offset == 0 and view.size == arr.size and view.flags.c_contiguous:
+        t = Tensor._wrap(view)  # the whole storage: an ordinary tensor, not a view
+        t._version = storage._version
+        return t
+    return Tensor._wrap(view)._view_of(storage)
+
+
+# PyTorch's global names -> ember objects (storage classes stand for their dtype)
+_TORCH = {
+    "torch._utils._rebuild_tensor": _rebuild_tensor,
+    "torch._utils._rebuild_tensor_v2": _rebuild_tensor_v2,
+    "torch._utils._rebuild_tensor_v3": _rebuild_tensor_v3,
+    "torch._utils._rebuild_parameter": _rebuild_parameter,
+    "torch._utils._rebuild_parameter_with_state": _rebuild_parameter_with_state,
+    "torch._tensor._rebuild_from_type_v2": _rebuild_from_type_v2,
+    "torch.serialization._get_layout": _get_layout,
+    "torch.Size": Size, "torch.device": device, "torch.Tensor": Tensor,
+    "torch.storage.UntypedStorage": D.uint8,
+    **{f"torch.{d.name}": d for d in D.ALL},
+    **{f"torch.{name}": d for d, name in _STORAGE.items()},
+    **{f"torch.cuda.{name}": d for d, name in _STORAGE.items()},
+}
+# what weights_only=True allows besides the torch names (the set PyTorch allows by default)
+_SAFE = {"collections.OrderedDict": collections.OrderedDict, "collections.Counter": collections.Counter,
+         "builtins.set": set, "builtins.complex": complex, "builtins.bytearray": bytearray,
+         "_codecs.encode": __import__("codecs").encode}
+_user_safe = {}
+
+
+def add_safe_globals(safe_globals):
+    """Allow more globals under ``weights_only=True``: objects, or ``(object, "module.name")`` pairs."""
+    for g in safe_globals:
+        obj, name = g if isinstance(g, tuple) else (g, f"{g.__module__}.{g.__qualname__}")
+        _user_safe[name] = obj
+
+
+def get_safe_globals():
+    return [obj if name == f"{obj.__module__}.{getattr(obj, '__qualname__', '')}" else (obj, name)
+            for name, obj in _user_safe.items()]
+
+
+def clear_safe_globals():
+    _user_safe.clear()
+
+
+@contextlib.contextmanager
+def safe_globals(safe_globals):
+    """Allow ``safe_globals`` under ``weights_only=True`` within a ``with`` block."""
+    saved = dict(_user_safe)
+    add_safe_globals(safe_globals)
+    try:
+        yield
+    finally:
+        _user_safe.clear()
+        _user_safe.update(saved)
+
+
+def _unpickler_class(base):
+    class _CheckpointUnpickler(base):
+        """Maps PyTorch's names to ember; with ``weights_only`` every other global must be allow-listed."""
+
+        def __init__(self, file, storage_loader, weights_only, **kwargs):
+            super().__init__(file, **kwargs)
+            self._storage_loader, self._weights_only = storage_loader, weights_only
+
+        def find_class(self, module, name):
+            module, name = _py3_name(module, name)
+            qualname = f"{module}.{name}"
+            if qualname == "torch.nn.parameter.Parameter":
+                return _parameter_class()
+            if qualname in _TORCH:
+                return _TORCH[qualname]
+            if module == "torch" or module.startswith("torch."):  # never import torch itself
+                raise pickle.UnpicklingError(f"ember cannot load the global {qualname} of this checkpoint: it "
+                                             "has no ember counterpart")
+            if not self._weights_only:
+                return super().find_class(module, name)
+            obj = _SAFE.get(qualname, _user_safe.get(qualname))
+            if obj is None:
+                raise pickle.UnpicklingError(
+                    f"Weights only load failed: the checkpoint uses the global {qualname}, which is not on the "
+                    "allow-list. Load only files you trust with weights_only=False, or allow it with "
+                    f"ember.serialization.add_safe_globals([{qualname}]).")
+            return obj
+
+        def persistent_load(self, pid):
+            if self._storage_loader is None or not (isinstance(pid, tuple) and len(pid) >= 5 and pid[0] == "storage"):
+                raise pickle.UnpicklingError(f"unsupported persistent id in checkpoint: {pid!r}")
+            if not isinstance(pid[1], D.dtype):
+                raise pickle.UnpicklingError(f"invalid storage type in checkpoint: {pid[1]!r}")
+            return self._storage_loader(*pid[1:])
+
+    return _CheckpointUnpickler
+
+
+def _py3_name(module, name):
+    """Protocol 2 pickles name builtins as ``__builtin__``: the Python 2 names, mapped as pickle does."""
+    import _compat_pickle
+    if (module, name) in _compat_pickle.NAME_MAPPING:
+        return _compat_pickle.NAME_MAPPING[(module, name)]
+    return _compat_pickle.IMPORT_MAPPING.get(module, module), name
+
+
+# ---- reading: files ----------------------------------------------------------------------------------
+def load(f, map_location=None, pickle_module=None, *, weights_only=True, mmap=None, **pickle_load_args):
+    """Load an object saved by ``ember.save`` or ``torch.save`` (zip or legacy format).
+
+    ``weights_only=True`` (the default) unpickles only tensors, containers and the allow-listed globals.
+    ``_extra_files=d`` fills ``d[name]`` with the bytes of ``<archive>/extra/<name>``.
+    """
+    extra_files = pickle_load_args.pop("_extra_files", None)
+    if weights_only and pickle_module is not None:
+        raise RuntimeError("Can not safely load weights when explicit pickle_module is specified")
+    unpickler = _unpickler_class((pickle_module or pickle).Unpickler)
+    pickle_load_args.setdefault("encoding", "utf-8")
+    if mmap and not _is_path(f):
+        raise ValueError(f"f must be a file path in order to use the mmap argument, got {type(f).__name__}")
+
+    def unpickle(file, storage_loader):
+        return unpickler(file, storage_loader, weights_only, **pickle_load_args).load()
+
+    with _opened(f, "rb") as fh:
+        if fh.read(4) == b"PK\x03\x04":
+            fh.seek(0)
+            with zipfile.ZipFile(fh) as zf:
+                return _load_zip(zf, unpickle, map_location, extra_files, f if mmap else None)
+        fh.seek(0)
+        if mmap:
+            raise RuntimeError("mmap can only be used with files saved in the zip format "
+                               "(_use_new_zipfile_serialization=True)")
+        if extra_files:
+            raise RuntimeError("_extra_files can only be read from files saved in the zip format")
+        return _load_legacy(fh, unpickle, map_location)
+
+
+def _load_zip(zf, unpickle, map_location, extra_files, mmap_path):
+    pkl = [n for n in zf.namelist() if n.endswith("/data.pkl") and n.count("/") == 1]
+    if len(pkl) != 1:
+        raise RuntimeError("not a PyTorch checkpoint: the zip archive has no <archive>/data.pkl record")
+    prefix = pkl[0][:-len("data.pkl")]
+    names = set(zf.namelist())
+    swap = prefix + "byteorder" in names and zf.read(prefix + "byteorder").decode() != sys.byteorder
+    mapped = np.memmap(mmap_path, dtype=np.uint8, mode="c") if mmap_path is not None else None
+    storages = {}
+
+    def load_storage(dtype, key, location, numel):
+        if key not in storages:
+            info = zf.getinfo(f"{prefix}data/{key}")
+            np_dtype = D.storage(dtype)
+            if mapped is not None:
+                if info.compress_type != zipfile.ZIP_STORED:
+                    raise RuntimeError("mmap needs uncompressed storage records")
+                start = _data_offset(mapped, info)
+                arr = mapped[start:start + numel * np_dtype.itemsize].view(np_dtype)
+            else:
+                arr = np.empty(numel, np_dtype)
+                with zf.open(info) as r:
+                    r.readinto(arr.view(np.uint8))
+            if arr.nbytes != info.file_size:
+                raise RuntimeError(f"storage record {info.filename} holds {info.file_size} bytes, the checkpoint "
+                                   f"expects {arr.nbytes}")
+            if swap:
+                arr.byteswap(inplace=True)
+            storages[key] = _restore(Tensor._wrap(arr), location, map_location)
+        return storages[key]
+
+    with zf.open(pkl[0]) as data:
+        result = unpickle(data, load_storage)
+    for name in extra_files or ():
+        rec = f"{prefix}extra/{name}"
+        extra_files[name] = zf.read(rec) if rec in names else b""  # as torch.jit.load does
+    return result
+
+
+def _data_offset(raw, info):
+    """Where a stored record's data starts in the file (past its local header, whose extra field may
+    differ from the central directory's)."""
+    name_len, extra_len = struct.unpack("<HH", raw[info.header_offset + 26:info.header_offset + 30])
+    return info.header_offset + 30 + name_len + extra_len
+
+
+def _load_legacy(fh, unpickle, map_location):
+    """The pre-zip format: magic, protocol, sys_info, the object, its storage keys, then each storage's
+    int64 element count and bytes. The storages come after the object but are needed (placed on their
+    device) before its tensors are built: a first, inert pass over the object finds their dtypes."""
+    if not fh.seekable():
+        fh = io.BytesIO(fh.read())
+
+    def header():
+        return unpickle(fh, None)
+
+    try:
+        magic = header()
+    except pickle.UnpicklingError as e:
+        raise RuntimeError("not a PyTorch checkpoint: neither a zip archive nor the legacy format") from e
+    if magic != _LEGACY_MAGIC:
+        raise RuntimeError("not a PyTorch checkpoint: invalid magic number; corrupt file?")
+    if header() != _LEGACY_PROTOCOL:
+        raise RuntimeError("unsupported legacy checkpoint protocol version")
+    swap = header().get("little_endian", True) != (sys.byteorder == "little")
+    start = fh.tell()
+    scan = _StorageScan(fh)
+    scan.load()
+    storages = {}
+    for key in header():
+        (numel,) = struct.unpack("<q", fh.read(8))
+        arr = np.empty(numel, D.storage(scan.dtypes[key][0]))
+        if fh.readinto(arr.view(np.uint8)) != arr.nbytes:
+            raise RuntimeError(f"truncated checkpoint: storage {key} is incomplete")
+        if swap:
+            arr.byteswap(inplace=True)
+        storages[key] = _restore(Tensor._wrap(arr), scan.dtypes[key][1], map_location)
+
+    def load_storage(dtype, key, location, numel, view_metadata=None):
+        if view_metadata is None:
+            return storages[key]
+        view_key, offset, size = view_metadata  # an old-style view of part of a storage
+        if view_key not in storages:
+            base = storages[key]
+            storages[view_key] = Tensor._wrap(base._data[offset:offset + size])._view_of(base)
+        return storages[view_key]
+
+    fh.seek(start)
+    return unpickle(fh, load_storage)
+
+
+class _Inert:
+    """Stands for every global while _StorageScan reads a pickle: building it runs nothing."""
+
+    def __init__(self, *args, **kwargs):
+        pass
+
+    def __call__(self, *args, **kwargs):
+        return _Inert()
+
+    def __setstate__(self, state):
+        pass
+
+    def __setitem__(self, key, value):
+        pass
+
+    def append(self, item):
+        pass
+
+    def extend(self, items):
+        pass
+
+
+class _StorageScan(pickle.Unpickler):
+    """Reads a legacy checkpoint's object pickle only to learn each storage's dtype and location."""
+
+    def __init__(self, file):
+        super().__init__(file, encoding="utf-8")
+        self.dtypes = {}
+
+    def find_class(self, module, name):
+        obj = _TORCH.get(".".join(_py3_name(module, name)))
+        return obj if isinstance(obj, D.dtype) else _Inert
+
+    def persistent_load(self, pid):
+        if isinstance(pid, tuple) and len(pid) >= 5 and pid[0] == "storage" and isinstance(pid[1], D.dtype):
+            self.dtypes[pid[2]] = (pid[1], pid[3])
+        return _Inert()
+
+
+def _restore(storage, location, map_location):
+    """Place a loaded (host) storage where ``map_location`` says, as torch.load does."""
+    if callable(map_location) and not isinstance(map_location, (str, device)):
+        placed = map_location(storage, location)
+        if placed is not None:
+            return placed
+    elif isinstance(map_location, dict):
+        location = map_location.get(location, location)
+        location = str(location)
+    elif map_location is not None:
+        location = str(map_location)
+    dev = device(location)
+    if dev.type == "cpu":
+        return storage
+    if dev.type == "cuda" and not _cuda_available():
+        raise RuntimeError("Attempting to deserialize object on a CUDA device but ember.cuda.is_available() is "
+                           "False. If you are running on a CPU-only machine, please use ember.load with "
+                           "map_location=ember.device('cpu') to map your storages to the CPU.")
+    return Tensor._wrap(_backend.to_device(storage._data, dev))
+
+
+def _cuda_available():
+    try:
+        from . import cuda
+    except ImportError:
+        return False
+    return cuda.is_available()
+
+
+# ---- helpers -----------------------------------------------------------------------------------------
+def _is_path(f):
+    return isinstance(f, (str, os.PathLike))
+
+
+@contextlib.contextmanager
+def _opened(f, mode):
+    if _is_path(f):
+        with open(f, mode) as fh:
+            yield fh
+    else:
+        yield f
+
+
+def reduce_tensor(t):
+    """``Tensor.__reduce_ex__`` for plain pickling (copy, multiprocessing): the array and requires_grad."""
+    return _rebuild_plain, (t._data, t._rg)
+
+
+def _rebuild_plain(arr, requires_grad):
+    t = Tensor._wrap(arr)
+    if requires_grad:
+        t.requires_grad = True
+    return t

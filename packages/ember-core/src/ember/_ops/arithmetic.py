@@ -58,7 +58,7 @@ def _(ctx, g):
 
 
 def _conj(x):
-    return x.conj() if hasattr(x, "conj") else x.conjugate()
+    return x.conj() if isinstance(x, Tensor) and x.is_complex() else x
 
 
 def _div_rule(p, dtypes, rounding_mode=None, **kwargs):
@@ -112,17 +112,12 @@ def _(ctx, g):
     return g / b, -g * a / (b * b)
 
 
-@elementwise("floor_divide", operators=("__floordiv__", "__rfloordiv__", "__ifloordiv__"))
+@elementwise("floor_divide", differentiable=False, operators=("__floordiv__", "__rfloordiv__", "__ifloordiv__"))
 def floor_divide(xp, a, b):
     """Division rounded toward negative infinity."""
     b = xp.asarray(b)
     _check_int_zero_division(xp, b)
     return xp.floor_divide(a, b)
-
-
-@floor_divide.vjp
-def _(ctx, g):
-    return g * 0, g * 0
 
 
 @elementwise("remainder", operators=("__mod__", "__rmod__", "__imod__"))

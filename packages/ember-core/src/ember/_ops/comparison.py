@@ -85,9 +85,14 @@ def maximum(xp, a, b):
 
 @maximum.vjp
 def _(ctx, g):
+    return _min_max_grads(ctx, g, lt.fn, gt.fn)
+
+
+def _min_max_grads(ctx, g, loses_a, loses_b):
+    """Ties split the gradient; NaN operands (no order) pass it to both sides."""
     a, b = ctx.args
-    pick_a = (a > b) + (a == b) * 0.5
-    return g * pick_a, g * (1 - pick_a)
+    half = where.fn(a == b, g / 2, g)
+    return where.fn(loses_a(a, b), 0.0, half), where.fn(loses_b(a, b), 0.0, half)
 
 
 @elementwise("minimum", rule=_real_rule("minimum"), scalars=False)
@@ -98,9 +103,7 @@ def minimum(xp, a, b):
 
 @minimum.vjp
 def _(ctx, g):
-    a, b = ctx.args
-    pick_a = (a < b) + (a == b) * 0.5
-    return g * pick_a, g * (1 - pick_a)
+    return _min_max_grads(ctx, g, gt.fn, lt.fn)
 
 
 # ---- where --------------------------------------------------------------------------------------

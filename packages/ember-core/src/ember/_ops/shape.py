@@ -307,8 +307,8 @@ def _(ctx, g):
     grads, start = [], 0
     d = dim % max(g.dim(), 1)
     for t in tensors:
-        if t.dim() == 1 and t.shape[0] == 0 and g.dim() != 1:
-            grads.append(None)
+        if t.dim() == 1 and t.shape[0] == 0 and g.dim() != 1:  # skipped by cat
+            grads.append(g.new_zeros(t.shape))
             continue
         n = t.shape[d]
         grads.append(g.narrow(d, start, n))
