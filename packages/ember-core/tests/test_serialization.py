@@ -1,6 +1,7 @@
 """ember.save / ember.load against torch.save / torch.load (PyTorch's zip and legacy checkpoint formats)."""
 import collections
 import datetime
+import importlib.util
 import io
 import os
 import pickle
@@ -56,7 +57,7 @@ def test_ember_to_torch_and_back(dtype, shape):
     assert loaded["x"].stride() == torch.empty(shape).stride()
     back = _roundtrip(torch.save, ember.load, {"x": t})
     _same(back["x"], t)
-    assert back["x"].stride() == torch.empty(shape).stride()
+    assert back["x"].stride() == t.stride()  # as the file says
 
 
 def test_views_share_one_storage_ember_to_torch():
@@ -149,7 +150,10 @@ def test_mmap(tmp_path):
     torch.save({"w": t, "v": t[1]}, tmp_path / "t.pt")
     out = ember.load(tmp_path / "t.pt", mmap=True)
     _same(out["w"], t)
-    assert isinstance(out["w"]._data.base, np.memmap) or isinstance(out["w"]._data.base.base, np.memmap)
+    base = out["w"]._data
+    while base is not None and not isinstance(base, np.memmap):
+        base = base.base
+    assert base is not None  # the tensor's memory is the mapped file
     out["w"][0, 0] = 5.0  # private mapping: writable, the file stays unchanged
     assert torch.load(tmp_path / "t.pt")["w"][0, 0].item() == t[0, 0].item()
     with pytest.raises(ValueError, match="file path"):
@@ -185,6 +189,7 @@ def test_weights_only_rejects_other_globals():
     with zipfile.ZipFile(buf, "w") as zf:
         zf.writestr("archive/data.pkl", raw)
         zf.writestr("archive/byteorder", "little")
+        zf.writestr("archive/version", "3\n")
     for load in (torch.load, ember.load):
         buf.seek(0)
         with pytest.raises(pickle.UnpicklingError, match=r"posix\.system|os\.system"):
@@ -209,14 +214,14 @@ def test_weights_only_false_and_safe_globals():
     assert get_safe_globals() == []
 
 
-def test_explicit_pickle_module_needs_weights_only_false():
+def test_explicit_pickle_module_means_weights_only_false():
     buf = _torch_bytes(torch.ones(1))
     for load in (torch.load, ember.load):
         buf.seek(0)
         with pytest.raises(RuntimeError, match="pickle_module"):
-            load(buf, pickle_module=pickle)
+            load(buf, pickle_module=pickle, weights_only=True)
     buf.seek(0)
-    _same(ember.load(buf, pickle_module=pickle, weights_only=False), torch.ones(1))
+    _same(ember.load(buf, pickle_module=pickle), torch.ones(1))
 
 
 def _relocate(buf, location):
@@ -247,12 +252,10 @@ def test_map_location_for_a_cuda_checkpoint():
         out = ember.load(cuda_ckpt, map_location=where)["w"]
         _same(out, t)
         assert out.device == ember.device("cpu")
-    cuda_ckpt.seek(0)
-    seen = []
-    ember.load(cuda_ckpt, map_location=lambda storage, loc: seen.append(loc))
-    assert seen == []  # returning None means the default placement, which fails without a GPU
-    # ...as it does in torch: the callable's None falls back to the saved location
-    cuda_ckpt.seek(0)
+    for load in (torch.load, ember.load):  # a callable returning None leaves the saved location
+        cuda_ckpt.seek(0)
+        with pytest.raises(RuntimeError, match="CUDA"):
+            load(cuda_ckpt, map_location=lambda storage, loc: None)
 
 
 def test_map_location_callable_sees_location():
@@ -281,9 +284,7 @@ def test_unsupported_content():
 
 
 def test_parameters_need_ember_nn():
-    try:
-        import ember.nn  # noqa: F401
-    except ImportError:
+    if importlib.util.find_spec("ember.nn") is None:
         with pytest.raises(pickle.UnpicklingError, match="ember-nn"):
             _roundtrip(torch.save, ember.load, {"p": torch.nn.Parameter(torch.ones(2))})
     else:
@@ -333,6 +334,7 @@ def test_bad_files():
         buf = io.BytesIO()
         with zipfile.ZipFile(buf, "w") as zf:
             zf.writestr("readme.txt", "hi")
+        buf.seek(0)
         ember.load(buf)
 
 

@@ -76,7 +76,12 @@ def numel(input):
 
 def __getattr__(name):
     if name in _LAZY:
-        return _importlib.import_module(f"{__name__}.{name}")
+        try:
+            return _importlib.import_module(f"{__name__}.{name}")
+        except ModuleNotFoundError as e:
+            if e.name != f"{__name__}.{name}":
+                raise
+            raise AttributeError(f"module 'ember' has no attribute '{name}'") from None
     dist = _extensions.PROVIDERS.get(name)
     if dist is not None:
         raise _extensions.missing("ember attribute", name, dist)

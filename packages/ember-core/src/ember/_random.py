@@ -591,6 +591,8 @@ def _random_(xp, input, dtype, src, *args, **bounds):
     """Fill with integers: ``random_(to)`` on [0, to), ``random_(from, to)``, ``random_()`` on
     [0, largest value of the dtype] (2**digits for floating dtypes)."""
     if dtype.is_complex:
+        if args or bounds:
+            raise RuntimeError("check_random_bounds handles only integral, floating-point and boolean types")
         raise _not_implemented("random_kernel_cpu", dtype)
     if set(bounds) - {"from", "to"} or len(args) > 2:
         raise TypeError("random_() accepts 'from' and 'to' only")
@@ -614,7 +616,7 @@ def _exponential_(xp, input, dtype, src, lambd=1.0):
 @_sampler("geometric_")
 def _geometric_(xp, input, dtype, src, p):
     """Fill with the number of Bernoulli(p) trials up to the first success (1, 2, ...)."""
-    if dtype.is_complex:
+    if dtype.is_complex or dtype is D.bool:
         raise _not_implemented("geometric_cpu", dtype)
     p = _number(p)
     if not 0 < p < 1:

@@ -488,6 +488,8 @@ def install(namespace):
         if o.function:
             namespace[o.name] = o.fn
             exported.append(o.name)
+            if o.inplace:  # PyTorch also exports in-place forms as functions (torch.abs_)
+                namespace[o.name + "_"] = o.inplace_fn
         if o.method:
             mname = o.name if o.method is True else o.method
             setattr(Tensor, mname, o.fn)

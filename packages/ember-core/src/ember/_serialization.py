@@ -279,14 +279,13 @@ def _view(storage, offset, size, stride, dtype=None):
     if len(size) != len(stride) or min(size + stride + (offset,), default=0) < 0:
         raise RuntimeError(f"invalid tensor layout in checkpoint: size {list(size)}, stride {list(stride)}, "
                            f"storage offset {offset}")
-    if 0 in size:
-        return Tensor._wrap(arr[:0].reshape(size))
-    need = offset + sum((n - 1) * s for n, s in zip(size, stride)) + 1
+    need = offset + sum((n - 1) * s for n, s in zip(size, stride)) + 1 if 0 not in size else 0
     if need > arr.size:  # never let a crafted file read past the storage
         raise RuntimeError(f"tensor of size {list(size)}, stride {list(stride)} and storage offset {offset} needs "
                            f"{need} elements but its storage has {arr.size}")
     xp = _backend.xp_of(arr)
-    view = xp.lib.stride_tricks.as_strided(arr[offset:], size, tuple(s * arr.itemsize for s in stride))
+    start = arr[offset:] if need else arr[:0]
+    view = xp.lib.stride_tricks.as_strided(start, size, tuple(s * arr.itemsize for s in stride))
     if offset == 0 and view.size == arr.size and view.flags.c_contiguous:
         t = Tensor._wrap(view)  # the whole storage: an ordinary tensor, not a view
         t._version = storage._version
@@ -391,13 +390,16 @@ def _py3_name(module, name):
 
 
 # ---- reading: files ----------------------------------------------------------------------------------
-def load(f, map_location=None, pickle_module=None, *, weights_only=True, mmap=None, **pickle_load_args):
+def load(f, map_location=None, pickle_module=None, *, weights_only=None, mmap=None, **pickle_load_args):
     """Load an object saved by ``ember.save`` or ``torch.save`` (zip or legacy format).
 
-    ``weights_only=True`` (the default) unpickles only tensors, containers and the allow-listed globals.
-    ``_extra_files=d`` fills ``d[name]`` with the bytes of ``<archive>/extra/<name>``.
+    ``weights_only=True`` (the default unless a ``pickle_module`` is given, as in PyTorch) unpickles only
+    tensors, containers and the allow-listed globals. ``_extra_files=d`` fills ``d[name]`` with the bytes
+    of ``<archive>/extra/<name>``.
     """
     extra_files = pickle_load_args.pop("_extra_files", None)
+    if weights_only is None:
+        weights_only = pickle_module is None
     if weights_only and pickle_module is not None:
         raise RuntimeError("Can not safely load weights when explicit pickle_module is specified")
     unpickler = _unpickler_class((pickle_module or pickle).Unpickler)
@@ -440,7 +442,8 @@ def _load_zip(zf, unpickle, map_location, extra_files, mmap_path):
                 if info.compress_type != zipfile.ZIP_STORED:
                     raise RuntimeError("mmap needs uncompressed storage records")
                 start = _data_offset(mapped, info)
-                arr = mapped[start:start + numel * np_dtype.itemsize].view(np_dtype)
+                # a plain ndarray over the mapping: ember tells host arrays by their exact type
+                arr = mapped[start:start + numel * np_dtype.itemsize].view(np.ndarray).view(np_dtype)
             else:
                 arr = np.empty(numel, np_dtype)
                 with zf.open(info) as r:

@@ -122,48 +122,51 @@ def current_device():
     return _cupy().cuda.runtime.getDevice()
 
 
-def _index(device, optional=False):
-    """The device index named by an int, 'cuda:1', an ember.device, or None (the current device).
-
-    With ``optional``, None and negative ints mean "no device" and give -1 without touching CUDA.
-    """
+def _parse(device):
+    """The index named by an int, 'cuda:1' or an ember.device (None: no index), without touching CUDA."""
     if isinstance(device, str):
         device = _dev.device(device)
     if isinstance(device, _dev.device):
         if device.type != "cuda":
             raise ValueError(f"Expected a cuda device, but got: {device}")
-        device = device.index
-    elif device is not None and (not isinstance(device, int) or isinstance(device, bool)):
+        return device.index
+    if device is not None and (not isinstance(device, int) or isinstance(device, bool)):
         raise ValueError(f"Expected a cuda device, but got: {device!r}")
-    if optional and (device is None or device < 0):
-        return -1
-    if device is None:
+    return device
+
+
+def _index(device):
+    """The index of a GPU that exists, for ``device`` as ``_parse`` takes it; None is the current device."""
+    idx = _parse(device)
+    if idx is None:
         return current_device()
     _lazy_init()
-    if not 0 <= device < device_count():
-        raise RuntimeError(f"CUDA error: invalid device ordinal {device} (ember sees {device_count()} GPU(s))")
-    return device
+    if not 0 <= idx < device_count():
+        raise RuntimeError(f"CUDA error: invalid device ordinal {idx} (ember sees {device_count()} GPU(s))")
+    return idx
 
 
 def set_device(device):
     """Make ``device`` the current GPU; a negative index does nothing."""
-    idx = _index(device, optional=True)
-    if idx >= 0:
+    idx = _parse(device)
+    if idx is not None and idx >= 0:
+        idx = _index(idx)
         _backend.cupy().cuda.runtime.setDevice(idx)
 
 
 class device:
-    """Context manager that makes ``device`` the current GPU (``None`` or -1: no change)."""
+    """Context manager that makes ``device`` the current GPU (``None`` or a negative index: no change)."""
 
     def __init__(self, device):
-        self.idx = _index(device, optional=True)
+        idx = _parse(device)
+        self.idx = -1 if idx is None else idx
         self.prev_idx = -1
 
     def __enter__(self):
         if self.idx >= 0:
-            runtime = _backend.cupy().cuda.runtime
+            runtime = _cupy().cuda.runtime
             self.prev_idx = runtime.getDevice()
-            if self.prev_idx != self.idx:
+            if self.prev_idx != _index(self.idx):
                 runtime.setDevice(self.idx)
         return self
 
