@@ -142,12 +142,46 @@ def test_calls_that_work_without_a_gpu():
     assert "not initialised" in cuda.memory_summary()
 
 
+@no_gpu
+def test_seeding_without_a_gpu_is_silent(monkeypatch):
+    for call in (lambda: cuda.manual_seed(1), lambda: cuda.manual_seed_all(2), cuda.seed, cuda.seed_all):
+        call()
+    assert cuda.default_generators == () and cuda.get_rng_state_all() == []
+    with pytest.raises(RuntimeError, match="CUDA is not available"):
+        cuda.initial_seed()
+    with pytest.raises(RuntimeError, match="manual_seed expected a long"):
+        cuda.manual_seed("0")
+    # with a GPU present, seeding before initialisation waits for it rather than initialising CUDA
+    monkeypatch.setattr(cuda.random, "is_available", lambda: True)
+    monkeypatch.setattr(cuda.random, "_queued", [])
+    cuda.manual_seed(3)
+    assert len(cuda.random._queued) == 1 and not cuda.is_initialized()
+
+
 def test_device_index_arguments():
     with pytest.raises(ValueError, match="Expected a cuda device, but got: cpu"):
         cuda.device("cpu")
     with pytest.raises(ValueError, match="Expected a cuda device"):
         cuda.device(1.5)
     assert cuda.device("cuda:1").idx == 1 and cuda.device(ember.device("cuda", 2)).idx == 2
+
+
+def test_pool_block_accounting():
+    from ember.cuda import memory
+
+    class Mem:
+        def __init__(self, size):
+            self.size = size
+
+    s = memory._DeviceStats()
+    a = memory._Owner(Mem(512), s.allocation, s.allocated_bytes)
+    b = memory._Owner(Mem(1024), s.allocation, s.allocated_bytes)
+    assert (s.allocation.current, s.allocated_bytes.current, s.allocated_bytes.peak) == (2, 1536, 1536)
+    del a
+    assert (s.allocation.current, s.allocated_bytes.current, s.allocated_bytes.peak) == (1, 1024, 1536)
+    assert (s.allocated_bytes.allocated, s.allocated_bytes.freed) == (1536, 512)
+    del b
+    assert s.allocated_bytes.current == 0 and s.allocation.freed == 2
 
 
 def test_out_of_memory_error_is_a_runtime_error():
@@ -228,6 +262,19 @@ def test_gpu_tensor_round_trip():
     np.testing.assert_array_equal(y.cpu().numpy(), x.numpy())
     with cuda.device_of(y):
         assert cuda.current_device() == 0
+
+
+@pytest.mark.gpu
+def test_gpu_seeding_and_rng_state():
+    cuda.manual_seed(5)
+    a = ember.rand(4, device="cuda")
+    state = cuda.get_rng_state()
+    b = ember.rand(4, device="cuda")
+    cuda.manual_seed(5)
+    np.testing.assert_array_equal(ember.rand(4, device="cuda").cpu().numpy(), a.cpu().numpy())
+    cuda.set_rng_state(state)
+    np.testing.assert_array_equal(ember.rand(4, device="cuda").cpu().numpy(), b.cpu().numpy())
+    assert cuda.initial_seed() == 5 and len(cuda.default_generators) == cuda.device_count()
 
 
 @pytest.mark.gpu

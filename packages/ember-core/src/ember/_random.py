@@ -49,7 +49,9 @@ def _check_seed(seed):
 
 
 def _cuda_index(dev):
-    return dev.index if dev.index is not None else _backend.cupy().cuda.runtime.getDevice()
+    """The index of CUDA device ``dev`` (the current one if it names none); initialises CUDA."""
+    from . import cuda
+    return cuda._index(dev)
 
 
 class Generator:
@@ -167,7 +169,9 @@ def cuda_default_generator(index=None):
     return g
 
 
-def _seed_cuda(seed):
+def cuda_manual_seed_all(seed):
+    """Seed every CUDA default generator, also those not made yet (for ``ember.cuda.manual_seed_all``)."""
+    seed = _check_seed(seed)
     _cuda_seed[0] = seed
     for g in _cuda_generators.values():
         g.manual_seed(seed)
@@ -176,14 +180,14 @@ def _seed_cuda(seed):
 def manual_seed(seed):
     """Seed the CPU default generator and every CUDA one (also those not made yet); returns the CPU one."""
     default_generator.manual_seed(int(seed))
-    _seed_cuda(default_generator.initial_seed())
+    cuda_manual_seed_all(default_generator.initial_seed())
     return default_generator
 
 
 def seed():
     """Seed every default generator from the operating system's entropy; returns the seed."""
     s = default_generator.seed()
-    _seed_cuda(s)
+    cuda_manual_seed_all(s)
     return s
 
 

@@ -4,7 +4,7 @@ __doc__ = """``ember.cuda``: CUDA devices, streams, events and memory statistics
 Importing this module imports nothing from CuPy: ``is_available()`` asks the CUDA driver library
 directly (through ctypes), and CuPy is imported by ``_lazy_init()``, on the first call that needs a
 GPU. Functions that need a GPU raise ``RuntimeError("CUDA is not available: <cause>")`` without one;
-the memory statistics, ``empty_cache``, ``is_bf16_supported`` and the no-op forms of the context
+the memory statistics, ``empty_cache``, ``is_bf16_supported``, seeding and the no-op forms of the context
 managers (``device(-1)``, ``stream(None)``, ``device_of(cpu_tensor)``) work without a GPU, as in
 PyTorch.
 """
@@ -13,7 +13,7 @@ import importlib.util
 import os
 import threading
 
-from .. import _backend
+from .. import _backend, _random
 from .. import _device as _dev
 
 has_half = True
@@ -106,6 +106,7 @@ def _lazy_init():
         _initialized = True
     from ..backends import cuda as backends_cuda
     backends_cuda._apply()
+    random._run_queued()
 
 
 def init():
@@ -258,5 +259,18 @@ def current_blas_handle():
     return backends_cuda._prepare_matmul(None)
 
 
+def current_solver_handle():
+    """The cuSOLVER handle of the current device and thread."""
+    return _cupy().cuda.device.get_cusolver_handle()
+
+
+from . import random  # noqa: E402
 from .memory import *  # noqa: E402,F401,F403
+from .random import *  # noqa: E402,F401,F403
 from .streams import *  # noqa: E402,F401,F403
+
+
+def __getattr__(name):
+    if name == "default_generators":  # one per GPU, made on first use (none without a GPU)
+        return tuple(_random.cuda_default_generator(i) for i in range(device_count()))
+    raise AttributeError(f"module 'ember.cuda' has no attribute '{name}'")

@@ -199,8 +199,8 @@ def empty_cache():
 
 def set_per_process_memory_fraction(fraction, device=None):
     """Cap the pool on ``device`` at ``fraction`` of its total memory; beyond it allocations raise OutOfMemoryError."""
-    if not 0 <= fraction <= 1:
-        raise ValueError(f"Invalid fraction value: {fraction}. Allowed range: 0~1")
+    if not 0 < fraction <= 1:  # CuPy reads a limit of 0 as "no limit"
+        raise ValueError(f"Invalid fraction value: {fraction}. Allowed range: (0, 1]")
     with _on(_index(device)):
         _pool.set_limit(fraction=fraction)
 
