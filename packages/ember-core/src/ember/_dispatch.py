@@ -44,10 +44,12 @@ def register_layer(name, order, handler):
     if any(n == name for _, n, _ in _layers):
         raise RuntimeError(f"dispatcher layer '{name}' is already registered")
     bisect.insort(_layers, (order, name, handler))
+    _chains.clear()
 
 
 def unregister_layer(name):
     _layers[:] = [entry for entry in _layers if entry[1] != name]
+    _chains.clear()
 
 
 def layers():
@@ -59,13 +61,23 @@ def force_slow(on):
     FORCED[0] += 1 if on else -1
 
 
+_chains = {}  # implementation -> the layers composed in front of it (rebuilt when layers change)
+
+
+def _compose(implementation):
+    call_next = implementation
+    for _, _, handler in reversed(_layers):
+        call_next = _bind(handler, call_next)
+    return call_next
+
+
+def _bind(handler, call_next):
+    return lambda call: handler(call, call_next)
+
+
 def run_layers(call, implementation):
     """Run ``call`` through every registered layer, then ``implementation(call)``."""
-    chain = [h for _, _, h in _layers]
-
-    def step(i, c):
-        if i == len(chain):
-            return implementation(c)
-        return chain[i](c, lambda c2: step(i + 1, c2))
-
-    return step(0, call)
+    chain = _chains.get(implementation)
+    if chain is None:
+        chain = _chains[implementation] = _compose(implementation)
+    return chain(call)

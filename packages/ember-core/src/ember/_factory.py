@@ -5,7 +5,7 @@ import math
 
 import numpy as np
 
-from . import _backend
+from . import _backend, _extensions
 from . import _dtype as D
 from ._device import CPU, as_device
 from ._registry import factory, write_out
@@ -56,6 +56,9 @@ def _place(arr, device, requires_grad=False):
     if dev.type != "cpu":
         arr = _backend.to_device(arr, dev)
     t = Tensor._wrap(arr)
+    created = _extensions.hooks.get("created")  # set while ember-autograd's inference mode is on
+    if created is not None:
+        created(t)
     if requires_grad:
         t.requires_grad = True
     return t

@@ -390,9 +390,13 @@ def general_impl(call):
         return write_out(call.out, xp.asarray(r))
     result = wrap_result(r)
     if op.view and (op.view is True or op.view(call)):
-        for v in result if isinstance(result, tuple) else (result,):
-            v._view_of(tensors[0])
-    if op.returns is not None:
+        # views share their base's version counter and remember how they were made, so that autograd
+        # can replay them when an in-place op writes through a view
+        parent, many = tensors[0], isinstance(result, tuple)
+        for i, v in enumerate(result if many else (result,)):
+            v._view_of(parent)
+            v._ext = {"view": (parent, op, call.args[1:], call.kwargs, i if many else None)}
+    if op.returns is not None and type(result) is tuple:  # max(input) is a tensor, max(input, dim) a pair
         result = op.returns(*result)
     return result
 

@@ -59,11 +59,11 @@ class Tensor:
 
     @property
     def shape(self):
-        return Size(self._data.shape)
+        return _size(self._data.shape)
 
     def size(self, dim=None):
         if dim is None:
-            return Size(self._data.shape)
+            return _size(self._data.shape)
         return self._data.shape[_wrap_dim(dim, self._data.ndim)]
 
     def dim(self):
@@ -355,6 +355,10 @@ class Tensor:
         from . import _factory
         return _factory.tensor(data, dtype=dtype or self.dtype, device=device or self.device,
                                requires_grad=requires_grad)
+
+
+def _size(shape):
+    return tuple.__new__(Size, shape)  # an array's shape is already a tuple of ints
 
 
 _LEGACY_TYPE = {D.float32: "FloatTensor", D.float64: "DoubleTensor", D.float16: "HalfTensor",

@@ -1,0 +1,171 @@
+"""The autograd dispatcher layer: records a graph node for every differentiable call that has an
+input requiring grad, and handles in-place ops (including in-place changes through views)."""
+import inspect
+
+from ember._tensor import Tensor
+
+from . import anomaly_mode, grad_mode
+from ._engine import Node, _flat_tensors, accumulator, edge_of
+
+_OUT_ERROR = ("{}(): functions with out=... arguments don't support automatic differentiation, but one of the "
+              "arguments requires grad.")
+_NAMES = {"__getitem__": "Index", "__setitem__": "IndexPut", "_to_copy": "ToCopy", "sum_to_size": "SumToSize"}
+
+
+def node_name(op):
+    base = _NAMES.get(op.name) or "".join(p.capitalize() for p in op.name.strip("_").split("_"))
+    return f"{base}Backward0"
+
+
+def _missing_vjp(op):
+    def vjp(ctx, *grads):
+        raise RuntimeError(f"derivative for {op.name} is not implemented")
+    return vjp
+
+
+def _inference_check(tensors):
+    for t in tensors:
+        if t._ext is not None and t._ext.get("inference"):
+            raise RuntimeError("Inference tensors cannot be saved for backward. To work around you can make a clone "
+                               "to get a normal tensor and use it in autograd.")
+
+
+def mark_inference(result):
+    for t in _flat_tensors(result):
+        t._ext = {**(t._ext or {}), "inference": True}
+    return result
+
+
+def autograd_layer(call, call_next):
+    mode = grad_mode.MODE
+    if mode.inference:
+        return mark_inference(call_next(call))
+    if not mode.enabled:
+        return call_next(call)
+    tensors = call.tensors()
+    if not any(t._rg for t in tensors):
+        return call_next(call)
+    _inference_check(tensors)
+    op = call.op
+    if call.mode == "out":
+        raise RuntimeError(_OUT_ERROR.format(op.name))
+    _bind_tensor_kwargs(call)
+    args = call.args
+    if call.mode == "inplace":
+        target = args[0]
+        if target.grad_fn is None and target._rg:
+            raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
+        base = target._base
+        if base is not None and base.grad_fn is None and base._rg:
+            raise RuntimeError("a view of a leaf Variable that requires grad is being used in an in-place operation.")
+        args = (_snapshot(target),) + tuple(args[1:])
+    result = call_next(call)
+    if not op.differentiable:
+        return result
+    outputs = _flat_tensors(result)
+    node = Node(node_name(op), op.vjp_fn or _missing_vjp(op), args, call.kwargs, outputs)
+    if anomaly_mode.is_anomaly_enabled():
+        node._trace = anomaly_mode.forward_trace()
+    if call.mode == "inplace" and target._base is not None and _chain(target) is not None:
+        _rebase_view(target, node)
+        return result
+    for i, o in enumerate(outputs):
+        if o.dtype.is_floating_point or o.dtype.is_complex:
+            attach(o, node, i)
+    return result
+
+
+def attach(t, node, index):
+    t._rg = True
+    t.grad_fn = node
+    if index or (t._ext is not None and "out_idx" in t._ext):
+        t._ext = {**(t._ext or {}), "out_idx": index}
+
+
+def _snapshot(target):
+    """The target's value before an in-place op, carrying its autograd history."""
+    return _history_of(target, target._data.copy())
+
+
+def _history_of(t, data=None):
+    """A tensor standing for ``t`` in a graph: same autograd history, ``data`` (default: t's array)."""
+    proxy = Tensor._wrap(t._data if data is None else data)
+    proxy._rg = t._rg
+    proxy.grad_fn = t.grad_fn if t.grad_fn is not None or not t._rg else accumulator(t)
+    if t._ext is not None and "out_idx" in t._ext:
+        proxy._ext = {"out_idx": t._ext["out_idx"]}
+    return proxy
+
+
+_signatures = {}
+
+
+def _bind_tensor_kwargs(call):
+    """Move keyword arguments that are tensors into their positions, so VJPs return their gradients."""
+    if not any(isinstance(v, Tensor) for v in call.kwargs.values()):
+        return
+    sig = _signatures.get(call.op)
+    if sig is None:
+        params = list(inspect.signature(call.op.impl).parameters.values())[1:]
+        sig = _signatures[call.op] = inspect.Signature(params)
+    try:
+        bound = sig.bind(*call.args, **call.kwargs)
+    except TypeError:
+        return
+    call.args, call.kwargs = bound.args, bound.kwargs
+
+
+# ---- in-place changes through views -----------------------------------------------------------------
+def _chain(view):
+    """The ops that made ``view`` from its base, outermost last; None if one of them is not replayable."""
+    steps = []
+    t = view
+    while t._base is not None:
+        info = (t._ext or {}).get("view")
+        if info is None:
+            return None
+        parent, op, args, kwargs, index = info
+        steps.append((op, args, kwargs, index))
+        t = parent
+    return steps[::-1] if t is view._base else None
+
+
+def replay(chain, t):
+    for op, args, kwargs, index in chain:
+        t = op.fn(t, *args, **kwargs)
+        if index is not None:
+            t = t[index] if not isinstance(t, tuple) else t[index]
+    return t
+
+
+def _rebase_view(view, inplace_node):
+    """An in-place op changed ``view``: the base's history becomes 'old base with the view's region
+    replaced by the op's result', and the view becomes a fresh view of the new base."""
+    base = view._base
+    chain = _chain(view)
+
+    def copy_slices(ctx, g):
+        g_region = replay(chain, g)
+        grads = list(inplace_node.apply([g_region]))
+        g_old = g.clone()
+        region = replay(chain, g_old)
+        region.copy_(grads[0] if grads[0] is not None else region * 0)
+        return [g_old] + grads[1:]
+
+    node = Node("CopySlices", copy_slices, (_history_of(base),), {}, [base])
+    # the in-place op's other inputs keep their own edges: the VJP above returns one gradient per edge
+    extra = list(zip(inplace_node.next_functions, inplace_node._in_meta))[1:]
+    node.next_functions += tuple(e for e, _ in extra)
+    node._in_meta += [m for _, m in extra]
+    node._structure = None
+    attach(base, node, 0)
+
+    def view_of_new_base(ctx, g):
+        full = g.new_zeros(base.shape)
+        replay(chain, full).copy_(g)
+        return [full]
+
+    attach(view, Node(node_name(chain[-1][0]), view_of_new_base, (base,), {}, [view]), 0)
+
+
+__all__ = ["autograd_layer", "edge_of", "node_name"]
