@@ -28,12 +28,13 @@ class SavedContext:
 
     def __init__(self, args, kwargs, out, node):
         self._args, self.kwargs, self._out, self._node = args, kwargs, out, node
-        self._versions = [(t, t._version[0]) for t in _flat_tensors(args) + _flat_tensors(out)]
+        self._versions = ([(t, t._version[0]) for t in _flat_tensors(args)],
+                          [(t, t._version[0]) for t in _flat_tensors(out)])
 
-    def _check(self):
+    def _check(self, which):
         if self._versions is None:
             raise RuntimeError(_FREED)
-        for t, v in self._versions:
+        for t, v in self._versions[which]:
             if t._version[0] != v:
                 kind = _LEGACY.get(t.dtype, str(t.dtype))
                 raise RuntimeError(
@@ -44,12 +45,14 @@ class SavedContext:
 
     @property
     def args(self):
-        self._check()
+        """The call's arguments (checked: none changed in place since the call)."""
+        self._check(0)
         return self._args if grad_mode.MODE.enabled else _detached(self._args)
 
     @property
     def out(self):
-        self._check()
+        """The call's result (checked: not changed in place since the call)."""
+        self._check(1)
         return self._out if grad_mode.MODE.enabled else _detached(self._out)
 
     def free(self):
@@ -117,8 +120,9 @@ class Node:
         return self._add_pre_hook(None, fn)
 
     def _add_pre_hook(self, index, fn):
-        self._pre_hooks = (self._pre_hooks or []) + [(index, fn)]
-        return _Handle(self, "_pre_hooks", (index, fn))
+        entry = (index, fn)
+        self._pre_hooks = (self._pre_hooks or []) + [entry]
+        return _Handle(self, "_pre_hooks", entry)
 
     def apply(self, grads):
         """Gradients for each edge in ``next_functions`` from the gradients of each output."""

@@ -1,0 +1,322 @@
+"""The backward engine, grad modes, hooks, Function and safety checks, compared with PyTorch."""
+import gc
+import threading
+import tracemalloc
+
+import numpy as np
+import pytest
+import torch
+
+import ember
+
+
+def pair(values, requires_grad=True):
+    arr = np.asarray(values, dtype=np.float64)
+    return (ember.tensor(arr, requires_grad=requires_grad), torch.tensor(arr, requires_grad=requires_grad))
+
+
+def close(e, t):
+    np.testing.assert_allclose(e.detach().numpy(), t.detach().numpy(), rtol=1e-10, atol=1e-12)
+
+
+def test_backward_accumulates_and_matches_torch():
+    (x, tx), (w, tw) = pair([[1.0, 2.0], [3.0, -1.0]]), pair([[0.5], [-2.0]])
+    for lib_x, lib_w in ((x, w), (tx, tw)):
+        y = ((lib_x @ lib_w) * lib_x[:, :1] - lib_x.sum() / 3).exp().mean()
+        y.backward()
+        y2 = (lib_x * 2).sum()
+        y2.backward()
+    close(x.grad, tx.grad)
+    close(w.grad, tw.grad)
+
+
+def test_grad_fn_graph_structure():
+    x = ember.ones(2, requires_grad=True)
+    y = (x * 2).sum()
+    assert y.grad_fn.name() == "SumBackward0" and not y.is_leaf and x.is_leaf
+    mul, _ = y.grad_fn.next_functions[0]
+    assert mul.name() == "MulBackward0"
+    acc, _ = mul.next_functions[0]
+    assert acc.name() == "AccumulateGrad" and acc.variable is x
+
+
+def test_broadcasting_and_dtype_of_gradients():
+    x = ember.ones(3, 1, requires_grad=True)
+    y = ember.ones(4, dtype=ember.float64, requires_grad=True)
+    (x * y).sum().backward()
+    assert x.grad.shape == (3, 1) and x.grad.dtype is ember.float32 and x.grad.tolist() == [[4.0]] * 3
+    assert y.grad.dtype is ember.float64 and y.grad.tolist() == [3.0] * 4
+
+
+def test_autograd_grad_create_graph_and_higher_order():
+    (x, tx) = pair([0.5, -1.5, 2.0])
+    results = []
+    for lib, v in ((ember, x), (torch, tx)):
+        y = (v * v * v).sum()
+        (g,) = lib.autograd.grad(y, v, create_graph=True)
+        (gg,) = lib.autograd.grad(g.sum(), v, create_graph=True)
+        (ggg,) = lib.autograd.grad(gg.sum(), v)
+        results.append((g, gg, ggg))
+    for e, t in zip(*results):
+        close(e, t)
+
+
+def test_allow_unused_materialize_and_errors():
+    x, y = ember.ones(2, requires_grad=True), ember.ones(2, requires_grad=True)
+    out = (x * 2).sum()
+    with pytest.raises(RuntimeError, match="appears to not have been used"):
+        ember.autograd.grad(out, [x, y], retain_graph=True)
+    gx, gy = ember.autograd.grad(out, [x, y], allow_unused=True, retain_graph=True)
+    assert gy is None and gx.tolist() == [2.0, 2.0]
+    gx, gy = ember.autograd.grad(out, [x, y], materialize_grads=True)
+    assert gy.tolist() == [0.0, 0.0]
+    assert x.grad is None  # autograd.grad does not accumulate
+
+
+def test_backward_twice_needs_retain_graph():
+    x = ember.ones(3, requires_grad=True)
+    y = (x * x).sum()
+    y.backward(retain_graph=True)
+    y.backward()
+    assert x.grad.tolist() == [4.0] * 3
+    with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+        y.backward()
+
+
+def test_implicit_gradient_only_for_scalars():
+    x = ember.ones(3, requires_grad=True)
+    with pytest.raises(RuntimeError, match="grad can be implicitly created only for scalar outputs"):
+        (x * 2).backward()
+    (x * 2).backward(ember.tensor([1.0, 2.0, 3.0]))
+    assert x.grad.tolist() == [2.0, 4.0, 6.0]
+    with pytest.raises(RuntimeError, match="does not require grad"):
+        ember.ones(1).backward()
+
+
+def test_requires_grad_rules():
+    with pytest.raises(RuntimeError, match="only Tensors of floating point and complex dtype"):
+        ember.ones(2, dtype=ember.int64, requires_grad=True)
+    y = ember.ones(2, requires_grad=True) * 2
+    with pytest.raises(RuntimeError, match="leaf variables"):
+        y.requires_grad = False
+    assert ember.ones(2).requires_grad_().requires_grad
+
+
+def test_grad_modes_are_thread_local_and_decorate():
+    x = ember.ones(2, requires_grad=True)
+    with ember.no_grad():
+        assert not (x * 2).requires_grad and not ember.is_grad_enabled()
+        with ember.enable_grad():
+            assert (x * 2).requires_grad
+    seen = []
+    with ember.no_grad():
+        t = threading.Thread(target=lambda: seen.append(ember.is_grad_enabled()))
+        t.start()
+        t.join()
+    assert seen == [True]
+
+    @ember.no_grad()
+    def f():
+        return x * 2
+    assert not f().requires_grad
+    ember.set_grad_enabled(False)
+    assert not ember.is_grad_enabled()
+    ember.set_grad_enabled(True)
+    with ember.set_grad_enabled(False):
+        assert not (x * 2).requires_grad
+    assert ember.is_grad_enabled()
+
+
+def test_inference_mode_tensors_refuse_autograd():
+    x = ember.ones(2, requires_grad=True)
+    with ember.inference_mode():
+        assert ember.is_inference_mode_enabled()
+        a = ember.ones(2) * 3
+        b = x * 2
+    assert a.is_inference() and b.is_inference() and not b.requires_grad
+    with pytest.raises(RuntimeError, match="Inference tensors cannot be saved for backward"):
+        a * x
+    with pytest.raises(RuntimeError, match="inference tensor outside InferenceMode"):
+        a.requires_grad_()
+    assert not (ember.ones(2) * 2).is_inference()
+
+
+def test_version_counter_detects_inplace_change_of_saved_tensor():
+    for lib in (ember, torch):
+        x = lib.ones(3, requires_grad=True)
+        y = x.exp()
+        z = (y * y).sum()
+        y.add_(1)
+        with pytest.raises(RuntimeError, match="modified by an inplace operation") as info:
+            z.backward()
+    assert "is at version 1; expected version 0 instead" in str(info.value)
+    x = ember.ones(3, requires_grad=True)
+    y = x * 2
+    z = y + 1  # add does not need its inputs: changing y later is fine, as in PyTorch
+    y.mul_(3)
+    z.sum().backward()
+    assert x.grad.tolist() == [2.0] * 3
+
+
+def test_inplace_on_leaf_and_views_of_leaves_refused():
+    x = ember.ones(3, requires_grad=True)
+    with pytest.raises(RuntimeError, match="a leaf Variable that requires grad is being used in an in-place"):
+        x.add_(1)
+    with pytest.raises(RuntimeError, match="view of a leaf Variable"):
+        x[0].mul_(2)
+    with ember.no_grad():
+        x.add_(1)
+    assert x.tolist() == [2.0] * 3
+
+
+def test_inplace_ops_are_differentiated():
+    (x, tx) = pair([1.0, -2.0, 3.0])
+    for v in (x, tx):
+        y = v * 1
+        y.mul_(v)
+        y.add_(2)
+        y.exp_() if hasattr(y, "exp_") else None
+        y.sum().backward()
+    close(x.grad, tx.grad)
+
+
+def test_inplace_through_a_view_updates_the_base():
+    (x, tx) = pair([[1.0, 2.0], [3.0, 4.0]])
+    (w, tw) = pair([5.0, -1.0])
+    for v, ww in ((x, w), (tx, tw)):
+        base = v * 1
+        base[0].mul_(ww)
+        base[:, 1].add_(ww)
+        (base * base).sum().backward()
+    close(x.grad, tx.grad)
+    close(w.grad, tw.grad)
+
+
+def test_setitem_with_grad():
+    (x, tx), (v, tv) = pair([1.0, 2.0, 3.0]), pair([10.0, 20.0])
+    for a, b in ((x, v), (tx, tv)):
+        y = a * 2
+        y[1:] = b * b
+        (y * y).sum().backward()
+    close(x.grad, tx.grad)
+    close(v.grad, tv.grad)
+
+
+def test_out_refused_when_grad_is_needed():
+    x = ember.ones(2, requires_grad=True)
+    with pytest.raises(RuntimeError, match="out=... arguments don't support automatic differentiation"):
+        ember.add(x, 1, out=ember.empty(2))
+
+
+def test_hooks():
+    x = ember.tensor([1.0, 2.0], requires_grad=True)
+    y = x * 3
+    seen = []
+    y.register_hook(lambda g: seen.append(g.tolist()))
+    handle = x.register_hook(lambda g: g * 10)
+    y.retain_grad()
+    y.sum().backward()
+    assert seen == [[1.0, 1.0]] and x.grad.tolist() == [30.0, 30.0] and y.grad.tolist() == [1.0, 1.0]
+    assert y.retains_grad and not x.retains_grad
+    handle.remove()
+    x.grad = None
+    (x * 3).sum().backward()
+    assert x.grad.tolist() == [3.0, 3.0]
+    calls = []
+    x.register_post_accumulate_grad_hook(lambda t: calls.append(t.grad.tolist()))
+    (x * 1).sum().backward()
+    assert calls == [[4.0, 4.0]]
+    node_calls = []
+    z = x * 2
+    z.grad_fn.register_hook(lambda gin, gout: node_calls.append(len(gin)))
+    z.grad_fn.register_prehook(lambda gout: (gout[0] * 0,))
+    x.grad = None
+    z.sum().backward()
+    assert node_calls == [1] and x.grad.tolist() == [0.0, 0.0]  # Python scalars are not graph inputs in ember
+    with pytest.raises(RuntimeError, match="doesn't require gradient"):
+        ember.ones(1).register_hook(lambda g: g)
+
+
+class Cube(ember.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, scale):
+        ctx.save_for_backward(x)
+        ctx.scale = scale
+        return x * x * x * scale
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g * 3 * x * x * ctx.scale, None
+
+
+class Split(ember.autograd.Function):
+    @staticmethod
+    def forward(x):
+        return x * 2, (x > 0)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.mark_non_differentiable(output[1])
+        ctx.set_materialize_grads(False)
+
+    @staticmethod
+    def backward(ctx, g, g_mask):
+        assert g_mask is None
+        return g * 2
+
+
+def test_custom_function():
+    x = ember.tensor([1.0, 2.0], requires_grad=True)
+    y = Cube.apply(x, 2.0)
+    assert y.grad_fn.name() == "CubeBackward"
+    y.sum().backward()
+    assert x.grad.tolist() == [6.0, 24.0]
+    a, mask = Split.apply(x)
+    assert a.requires_grad and not mask.requires_grad
+    x.grad = None
+    a.sum().backward()
+    assert x.grad.tolist() == [2.0, 2.0]
+
+    class Bad(ember.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, y):
+            return x + y
+
+        @staticmethod
+        def backward(ctx, g):
+            return (g,)
+
+    with pytest.raises(RuntimeError, match="incorrect number of gradients"):
+        Bad.apply(x, x).sum().backward()
+
+
+def test_anomaly_mode_names_the_forward_op():
+    x = ember.tensor([0.0, 1.0], requires_grad=True)
+    with pytest.warns(UserWarning):
+        with ember.autograd.detect_anomaly():
+            y = (x / x).sum()  # 0/0: NaN gradient from DivBackward0
+            with pytest.raises(RuntimeError, match="returned nan values"), pytest.warns(UserWarning, match="x / x"):
+                y.backward()
+
+
+def test_graph_is_freed_memory_stays_flat():
+    w = ember.randn(64, 64, requires_grad=True)
+    x = ember.randn(8, 64)
+
+    def step():
+        loss = ((x @ w).exp() * 0.001).sum()
+        loss.backward()
+        w.grad = None
+
+    for _ in range(50):
+        step()
+    gc.collect()
+    tracemalloc.start()
+    base, _ = tracemalloc.get_traced_memory()
+    for _ in range(2000):
+        step()
+    gc.collect()
+    now, _ = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert now - base < 200_000, f"memory grew by {now - base} bytes over 2000 iterations"
