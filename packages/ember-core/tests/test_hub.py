@@ -47,6 +47,8 @@ def server():
 def _fresh_hub_dir(monkeypatch, tmp_path):
     monkeypatch.setattr(ember.hub, "_hub_dir", None)
     monkeypatch.setenv("EMBER_HOME", str(tmp_path / "ember_home"))
+    for var in ("no_proxy", "NO_PROXY"):  # the test server is local: never go through a configured proxy
+        monkeypatch.setenv(var, "127.0.0.1,localhost")
 
 
 def _checkpoint(seed=0):

@@ -59,7 +59,7 @@ from ._version import __version__  # noqa: E402
 _exported = _registry.install(globals())
 
 # submodules imported on first attribute access, so that `import ember` stays light
-_LAZY = ("cuda", "backends", "random", "hub", "linalg", "fft", "utils", "testing", "return_types")
+_LAZY = ("cuda", "backends", "random", "hub", "linalg", "fft", "utils", "testing", "return_types", "serialization")
 
 
 def is_floating_point(input):

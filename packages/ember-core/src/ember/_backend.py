@@ -51,3 +51,10 @@ def to_device(arr, dev):
         return arr
     with cp.cuda.Device(index):
         return cp.asarray(arr)
+
+
+def shares_memory(a, b):
+    """Whether array ``a`` may view ``b``'s memory (a cheap bounds test, no element scan)."""
+    if type(a) is np.ndarray:
+        return type(b) is np.ndarray and np.may_share_memory(a, b)
+    return type(b) is not np.ndarray and a.data.mem is b.data.mem

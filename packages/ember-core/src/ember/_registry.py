@@ -104,6 +104,9 @@ def factory(name):
 
 # ---- dtype rules of elementwise ops ----------------------------------------------------------
 def _compute(d):
+    if d is D.complex32:
+        raise TypeError("the result would be complex32 (ComplexHalf), which ember does not store; cast an operand "
+                        "to complex64 first")
     return D.float32 if d in _HALF else d
 
 
@@ -394,6 +397,8 @@ def general_impl(call):
         # can replay them when an in-place op writes through a view
         parent, many = tensors[0], isinstance(result, tuple)
         for i, v in enumerate(result if many else (result,)):
+            if not _backend.shares_memory(v._data, parent._data):
+                continue  # e.g. reshape had to copy: not a view
             v._view_of(parent)
             v._ext = {"view": (parent, op, call.args[1:], call.kwargs, i if many else None)}
     if op.returns is not None and type(result) is tuple:  # max(input) is a tensor, max(input, dim) a pair

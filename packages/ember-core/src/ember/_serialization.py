@@ -7,6 +7,8 @@ are the record ``<archive>/data/<key>``. ember writes those torch names itself (
 maps them back to ember objects when reading, so neither side needs PyTorch installed. Files of the
 legacy format (``_use_new_zipfile_serialization=False``) are read and written too.
 """
+import _compat_pickle
+import codecs
 import collections
 import contextlib
 import io
@@ -311,7 +313,7 @@ _TORCH = {
 # what weights_only=True allows besides the torch names (the set PyTorch allows by default)
 _SAFE = {"collections.OrderedDict": collections.OrderedDict, "collections.Counter": collections.Counter,
          "builtins.set": set, "builtins.complex": complex, "builtins.bytearray": bytearray,
-         "_codecs.encode": __import__("codecs").encode}
+         "_codecs.encode": codecs.encode}
 _user_safe = {}
 
 
@@ -383,7 +385,6 @@ def _unpickler_class(base):
 
 def _py3_name(module, name):
     """Protocol 2 pickles name builtins as ``__builtin__``: the Python 2 names, mapped as pickle does."""
-    import _compat_pickle
     if (module, name) in _compat_pickle.NAME_MAPPING:
         return _compat_pickle.NAME_MAPPING[(module, name)]
     return _compat_pickle.IMPORT_MAPPING.get(module, module), name

@@ -56,8 +56,11 @@ def _unwrap_index(index):
 @op("__getitem__", function=False, view=lambda call: _is_basic(call.args[1]))
 def getitem(xp, input, index):
     """``input[index]``: a view for basic indexing (ints, slices, None, ...), a copy for advanced."""
+    idx = convert_index(xp, _unwrap_index(index))
+    if _is_basic(index):  # a trailing Ellipsis keeps full integer indexing a (0-d) view, not a scalar copy
+        idx = (idx if isinstance(idx, tuple) else (idx,)) + (Ellipsis,)
     try:
-        r = input[convert_index(xp, _unwrap_index(index))]
+        r = input[idx]
     except IndexError as e:
         raise _index_error(e) from None
     return r if isinstance(r, (np.ndarray,)) or hasattr(r, "__cuda_array_interface__") else xp.asarray(r)

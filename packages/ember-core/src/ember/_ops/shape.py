@@ -357,7 +357,7 @@ def _(ctx, g):
 def unbind(xp, input, dim=0):
     """The slices along ``dim``, as a tuple of views."""
     d = _wrap_dim(dim, input.ndim)
-    return tuple(input[(slice(None),) * d + (i,)] for i in range(input.shape[d]))
+    return tuple(input[(slice(None),) * d + (i, Ellipsis)] for i in range(input.shape[d]))
 
 
 @unbind.vjp
@@ -400,7 +400,7 @@ def select(xp, input, dim, index):
     if not -size <= index < size:
         raise IndexError(f"select(): index {index} out of range for tensor of size {list(input.shape)} at "
                          f"dimension {d}")
-    return input[(slice(None),) * d + (index,)]
+    return input[(slice(None),) * d + (index, Ellipsis)]  # Ellipsis keeps a 0-d result a view
 
 
 @select.vjp
