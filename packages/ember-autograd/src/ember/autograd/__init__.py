@@ -36,7 +36,8 @@ def _default_grads(outputs, grads):
         if g is None:
             if out.numel() != 1:
                 raise RuntimeError("grad can be implicitly created only for scalar outputs")
-            g = ember.ones_like(out)
+            g = Tensor._wrap(out._data.__array_namespace__().ones_like(out._data)
+                             if hasattr(out._data, "__array_namespace__") else ember.ones_like(out)._data)
         elif not isinstance(g, Tensor):
             g = ember.full_like(out, g)
         elif tuple(g.shape) != tuple(out.shape):

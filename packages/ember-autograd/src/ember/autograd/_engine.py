@@ -26,10 +26,9 @@ class SavedContext:
 
     __slots__ = ("_args", "kwargs", "_out", "_versions", "_node")
 
-    def __init__(self, args, kwargs, out, node):
+    def __init__(self, args, kwargs, out, node, inputs, outputs):
         self._args, self.kwargs, self._out, self._node = args, kwargs, out, node
-        self._versions = ([(t, t._version[0]) for t in _flat_tensors(args)],
-                          [(t, t._version[0]) for t in _flat_tensors(out)])
+        self._versions = ([(t, t._version[0]) for t in inputs], [(t, t._version[0]) for t in outputs])
 
     def _check(self, which):
         if self._versions is None:
@@ -90,19 +89,16 @@ class Node:
     def __init__(self, name, vjp, args, kwargs, outputs):
         self._vjp, self._name = vjp, name
         self.seq = next(_seq)
-        self._pre_hooks = self._hooks = None
+        self._pre_hooks = self._hooks = self._trace = None
         self.metadata = {}
-        self._trace = None
         self.materialize = True  # unused float outputs get zero gradients (custom Functions may opt out)
-        edges, meta = [], []
-        for t in _flat_tensors(args):
-            edges.append(edge_of(t) if t._rg else (None, 0))
-            meta.append((t._data.shape, t.dtype, t.device) if t._rg else None)
-        self.next_functions = tuple(edges)
-        self._in_meta = meta
+        inputs = _flat_tensors(args)
+        self.next_functions = tuple(edge_of(t) if t._rg else (None, 0) for t in inputs)
+        self._in_meta = [(t._data.shape, t.dtype, t.device) if t._rg else None for t in inputs]
         self._structure = args
         self._out_meta = [(o._data.shape, o.dtype, o.device) for o in outputs]
-        self._ctx = SavedContext(args, kwargs, outputs[0] if len(outputs) == 1 else tuple(outputs), self)
+        self._ctx = SavedContext(args, kwargs, outputs[0] if len(outputs) == 1 else tuple(outputs), self, inputs,
+                                 outputs)
 
     def name(self):
         return self._name
@@ -251,7 +247,7 @@ def run_backward(roots, grad_roots, retain_graph=False, create_graph=False, inpu
                 raise RuntimeError("One of the differentiated Tensors does not require grad")
             targets.setdefault(edge_of(t), []).append(i)
     # dependency counts of every node reachable from the roots
-    deps, order, stack = {}, [], [e[0] for e, _ in root_edges]
+    deps, order, stack = {}, [], list(dict.fromkeys(e[0] for e, _ in root_edges))
     seen = set(stack)
     while stack:
         node = stack.pop()

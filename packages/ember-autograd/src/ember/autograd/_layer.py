@@ -12,9 +12,15 @@ _OUT_ERROR = ("{}(): functions with out=... arguments don't support automatic di
 _NAMES = {"__getitem__": "Index", "__setitem__": "IndexPut", "_to_copy": "ToCopy", "sum_to_size": "SumToSize"}
 
 
+_node_names = {}
+
+
 def node_name(op):
-    base = _NAMES.get(op.name) or "".join(p.capitalize() for p in op.name.strip("_").split("_"))
-    return f"{base}Backward0"
+    name = _node_names.get(op)
+    if name is None:
+        base = _NAMES.get(op.name) or "".join(p.capitalize() for p in op.name.strip("_").split("_"))
+        name = _node_names[op] = f"{base}Backward0"
+    return name
 
 
 def _missing_vjp(op):
@@ -64,7 +70,7 @@ def autograd_layer(call, call_next):
         return result
     outputs = _flat_tensors(result)
     node = Node(node_name(op), op.vjp_fn or _missing_vjp(op), args, call.kwargs, outputs)
-    if anomaly_mode.is_anomaly_enabled():
+    if anomaly_mode._STATE.enabled:
         node._trace = anomaly_mode.forward_trace()
     if call.mode == "inplace" and target._base is not None and _chain(target) is not None:
         _rebase_view(target, node)

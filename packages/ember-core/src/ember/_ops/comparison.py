@@ -175,15 +175,23 @@ def clamp(xp, input, min=None, max=None):
 
 @clamp.vjp
 def _(ctx, g):
+    # result = min(max(x, lo), hi): the gradient goes to whichever operand was picked
     x = ctx.args[0]
     lo = ctx.kwargs.get("min", ctx.args[1] if len(ctx.args) > 1 else None)
     hi = ctx.kwargs.get("max", ctx.args[2] if len(ctx.args) > 2 else None)
     keep = x == x
+    below = above = None
     if lo is not None:
-        keep = keep & (x >= lo)
+        below = x < lo
+        keep = keep & (x >= lo)  # (comparisons with NaN bounds are false: no gradient, as in PyTorch)
     if hi is not None:
-        keep = keep & (x <= hi)
-    return (g * keep,)
+        picked = maximum.fn(x, lo) if isinstance(lo, Tensor) else x.clamp(min=lo) if lo is not None else x
+        above = picked > hi
+        keep = keep & (picked <= hi)
+        below = below & ~above if below is not None else None
+    g_lo = g * below if isinstance(lo, Tensor) else None
+    g_hi = g * above if isinstance(hi, Tensor) else None
+    return g * keep, g_lo, g_hi
 
 
 @op("clip", method=True, inplace=True)

@@ -57,8 +57,8 @@ def _unwrap_index(index):
 def getitem(xp, input, index):
     """``input[index]``: a view for basic indexing (ints, slices, None, ...), a copy for advanced."""
     idx = convert_index(xp, _unwrap_index(index))
-    if _is_basic(index):  # a trailing Ellipsis keeps full integer indexing a (0-d) view, not a scalar copy
-        idx = (idx if isinstance(idx, tuple) else (idx,)) + (Ellipsis,)
+    if _is_basic(index) and Ellipsis not in (idx if isinstance(idx, tuple) else (idx,)):
+        idx = (idx if isinstance(idx, tuple) else (idx,)) + (Ellipsis,)  # full integer indexing stays a 0-d view
     try:
         r = input[idx]
     except IndexError as e:

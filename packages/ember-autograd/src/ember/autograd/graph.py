@@ -1,0 +1,196 @@
+"""``ember.autograd.graph``: the graph's ``Node``, gradient edges and saved-tensor hooks.
+
+``with saved_tensors_hooks(pack, unpack):`` makes every op recorded in the block hand each tensor its
+backward keeps (the call's tensor arguments and results) to ``pack(tensor)`` and keep only what pack
+returns; the backward pass gets ``unpack(packed)`` back, each time it reads it. Hooks are thread-local
+and the innermost pair wins. ``save_on_cpu()`` is such a pair (device tensors are parked in host
+memory).
+
+ember's VJPs see all of a call's tensors, so pack runs for each of them (PyTorch's ops save a subset).
+The hooks apply to ops; tensors a custom ``Function`` saves with ``ctx.save_for_backward`` are not
+packed. They are installed as the dispatcher layer "saved_tensors_hooks" (order 190, just in front of
+autograd), registered while some thread has hooks: it hands the context of each node autograd records
+to a packing context.
+"""
+import collections
+import threading
+
+from ember import _dispatch
+from ember._tensor import Tensor
+
+from . import grad_mode
+from ._engine import Node, SavedContext, _detached, edge_of
+
+__all__ = ["GradientEdge", "Node", "disable_saved_tensors_hooks", "get_gradient_edge", "increment_version",
+           "save_on_cpu", "saved_tensors_hooks"]
+
+GradientEdge = collections.namedtuple("GradientEdge", ["node", "output_nr"])
+
+
+def get_gradient_edge(tensor):
+    """The (node, output index) through which gradient reaches ``tensor``."""
+    if not tensor.requires_grad:
+        raise RuntimeError("It is not possible to get the gradient edge for a Tensor that does not require "
+                           "gradients")
+    return GradientEdge(*edge_of(tensor))
+
+
+def increment_version(tensor):
+    """Mark ``tensor`` as modified in place (for changes made behind autograd's back)."""
+    tensor._version[0] += 1
+
+
+class _Local(threading.local):
+    def __init__(self):
+        self.hooks = []  # (pack, unpack), innermost last
+        self.disabled = None  # error message while hooks are disabled
+
+
+_tls = _Local()
+_users = [0]  # threads' open saved_tensors_hooks blocks; the layer is registered while nonzero
+
+
+class saved_tensors_hooks:
+    """Context manager: pack/unpack the tensors that recorded ops save for backward (see module doc)."""
+
+    def __init__(self, pack_hook, unpack_hook):
+        self.pack_hook, self.unpack_hook = pack_hook, unpack_hook
+
+    def __enter__(self):
+        if _tls.disabled is not None:
+            raise RuntimeError(_tls.disabled)
+        _tls.hooks.append((self.pack_hook, self.unpack_hook))
+        _users[0] += 1
+        if _users[0] == 1:
+            _dispatch.register_layer("saved_tensors_hooks", 190, _layer)
+        return self
+
+    def __exit__(self, *exc):
+        _tls.hooks.pop()
+        _users[0] -= 1
+        if _users[0] == 0:
+            _dispatch.unregister_layer("saved_tensors_hooks")
+        return False
+
+
+class disable_saved_tensors_hooks:
+    """Context manager in which entering ``saved_tensors_hooks`` raises RuntimeError(error_message)."""
+
+    def __init__(self, error_message):
+        self.error_message = error_message
+
+    def __enter__(self):
+        self.prev = _tls.disabled
+        _tls.disabled = self.error_message
+        return self
+
+    def __exit__(self, *exc):
+        _tls.disabled = self.prev
+        return False
+
+
+class save_on_cpu(saved_tensors_hooks):
+    """Saved tensors live in host memory until backward needs them back on their device."""
+
+    def __init__(self, pin_memory=False, device_type="cuda"):
+        def pack(t):
+            if t.is_cpu:
+                return t.device, t
+            return t.device, t.to("cpu", copy=True)
+
+        def unpack(packed):
+            device, t = packed
+            return t.to(device)
+
+        super().__init__(pack, unpack)
+
+
+def _layer(call, call_next):
+    if not _tls.hooks:
+        return call_next(call)
+    pack, unpack = _tls.hooks[-1]
+    target = call.args[0] if call.mode == "inplace" else None
+    before = target.grad_fn if isinstance(target, Tensor) else None
+    result = call_next(call)
+    for t in result if isinstance(result, (tuple, list)) else (result,):
+        node = t.grad_fn if isinstance(t, Tensor) else None
+        if node is not None and node is not before and type(node._ctx) is SavedContext:
+            node._ctx = _PackedContext(node._ctx, pack, unpack)
+    return result
+
+
+class _Meta:
+    """What the version check reads of a saved tensor, without keeping the tensor alive."""
+
+    __slots__ = ("_version", "dtype", "shape")
+
+    def __init__(self, t):
+        self._version, self.dtype, self.shape = t._version, t.dtype, t.shape
+
+
+class _Packed:
+    """A packed saved tensor and the graph edge it stood for (so unpacked values join the graph)."""
+
+    __slots__ = ("value", "edge")
+
+    def __init__(self, t, pack):
+        self.edge = edge_of(t) if t.requires_grad else None
+        with grad_mode.no_grad():
+            self.value = pack(t)
+
+    def get(self, unpack):
+        t = unpack(self.value)
+        if not isinstance(t, Tensor):
+            raise TypeError(f"unpack_hook should return a Tensor, but got {type(t).__name__}")
+        if self.edge is None:
+            return t
+        node, index = self.edge
+        proxy = Tensor._wrap(t._data)  # leads into the original graph (a leaf's edge is its accumulator)
+        proxy._rg = True
+        proxy.grad_fn = node
+        if index:
+            proxy._ext = {"out_idx": index}
+        return proxy
+
+
+def _map(x, fn, cls=Tensor):
+    if isinstance(x, cls):
+        return fn(x)
+    if isinstance(x, (list, tuple)):
+        return type(x)(_map(v, fn, cls) for v in x)
+    return x
+
+
+class _PackedContext:
+    """Stands in for a node's SavedContext: keeps packed tensors, unpacks them on each access. The
+    original context keeps doing the in-place version check, on metadata instead of the tensors."""
+
+    __slots__ = ("_ctx", "kwargs", "_args", "_out", "_unpack")
+
+    def __init__(self, ctx, pack, unpack):
+        self._ctx, self.kwargs, self._unpack = ctx, ctx.kwargs, unpack
+        self._args = _map(ctx._args, lambda t: _Packed(t, pack))
+        self._out = _map(ctx._out, lambda t: _Packed(t, pack))
+        ctx._versions = [(_Meta(t), v) for t, v in ctx._versions]
+        ctx._args = ctx._out = None
+
+    @property
+    def _versions(self):
+        return self._ctx._versions
+
+    def _get(self, packed):
+        self._ctx._check()
+        value = _map(packed, lambda p: p.get(self._unpack), _Packed)
+        return value if grad_mode.MODE.enabled else _detached(value)
+
+    @property
+    def args(self):
+        return self._get(self._args)
+
+    @property
+    def out(self):
+        return self._get(self._out)
+
+    def free(self):
+        self._ctx.free()
+        self._args = self._out = None
