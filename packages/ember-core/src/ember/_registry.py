@@ -490,10 +490,11 @@ def _inplace_operator(inplace_fn):
     return method
 
 
-def install(namespace):
-    """Put every registered op's spellings on Tensor and its function in ``namespace`` (a dict)."""
+def install(namespace, ops=None):
+    """Put the spellings of ``ops`` (default: every registered op) on Tensor and their functions in
+    ``namespace`` (a dict). Extension packages call it for the ops they register."""
     exported = []
-    for o in REGISTRY.values():
+    for o in REGISTRY.values() if ops is None else ops:
         if o.function:
             namespace[o.name] = o.fn
             exported.append(o.name)
