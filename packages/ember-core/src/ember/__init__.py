@@ -58,8 +58,8 @@ from ._version import __version__  # noqa: E402
 
 _exported = _registry.install(globals())
 
-# submodules imported on first attribute access, so that `import ember` stays light
-_LAZY = ("cuda", "backends", "random", "hub", "linalg", "fft", "utils", "testing", "return_types", "serialization")
+# submodules (ember.cuda, ember.linalg, and those of other distributions: ember.nn, ember.special, ...)
+# are imported on first attribute access, so that `import ember` stays light
 
 
 def is_floating_point(input):
@@ -75,13 +75,12 @@ def numel(input):
 
 
 def __getattr__(name):
-    if name in _LAZY:
+    if not name.startswith("_"):
         try:
             return _importlib.import_module(f"{__name__}.{name}")
         except ModuleNotFoundError as e:
             if e.name != f"{__name__}.{name}":
                 raise
-            raise AttributeError(f"module 'ember' has no attribute '{name}'") from None
     dist = _extensions.PROVIDERS.get(name)
     if dist is not None:
         raise _extensions.missing("ember attribute", name, dist)
