@@ -280,13 +280,7 @@ class Tensor:
     # ---- moving between devices and dtypes --------------------------------------------------
     def to(self, *args, dtype=None, device=None, non_blocking=False, copy=False, memory_format=None):
         """``to(dtype)``, ``to(device[, dtype])``, ``to(other)``: a tensor with that device and dtype."""
-        for a in args:
-            if isinstance(a, Tensor):
-                device, dtype = a.device, a.dtype
-            elif isinstance(a, D.dtype):
-                dtype = a
-            elif a is not None:
-                device = a
+        device, dtype = parse_to_args(args, device, dtype)
         dev = as_device(device)
         same_device = dev is None or dev == self.device or (dev.index is None and dev.type == self.device.type)
         same_dtype = dtype is None or dtype is self.dtype
@@ -355,6 +349,18 @@ class Tensor:
         from . import _factory
         return _factory.tensor(data, dtype=dtype or self.dtype, device=device or self.device,
                                requires_grad=requires_grad)
+
+
+def parse_to_args(args, device=None, dtype=None):
+    """(device, dtype) from the positional forms of ``to()``: a dtype, a device, or a tensor to match."""
+    for a in args:
+        if isinstance(a, Tensor):
+            device, dtype = a.device, a.dtype
+        elif isinstance(a, D.dtype):
+            dtype = a
+        elif a is not None:
+            device = a
+    return device, dtype
 
 
 def _size(shape):

@@ -23,12 +23,16 @@ def _call_hooks(state, grad_input):
     return grad_input
 
 
-class _InputsHook(Function):
+class _Identity(Function):
+    """Passes tensors through unchanged; subclasses act on the gradients flowing back."""
+
     @staticmethod
     def forward(ctx, state, *tensors):
         ctx.state = state
         return tensors
 
+
+class _InputsHook(_Identity):
     @staticmethod
     def backward(ctx, *grads):
         state = ctx.state
@@ -39,12 +43,7 @@ class _InputsHook(Function):
         return (None,) + tuple(full[pos] for pos in state.input_positions)
 
 
-class _OutputsHook(Function):
-    @staticmethod
-    def forward(ctx, state, *tensors):
-        ctx.state = state
-        return tensors
-
+class _OutputsHook(_Identity):
     @staticmethod
     def backward(ctx, *grads):
         state = ctx.state

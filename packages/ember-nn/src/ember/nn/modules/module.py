@@ -3,7 +3,7 @@ import collections
 import itertools
 
 import ember
-from ember._tensor import Tensor
+from ember._tensor import Tensor, parse_to_args
 
 from ..parameter import Buffer, Parameter
 
@@ -308,15 +308,7 @@ class Module:
     def to(self, *args, **kwargs):
         """``to(device)``, ``to(dtype)``, ``to(tensor)``, ``to(device, dtype)``: floating parameters and buffers
         take the dtype; everything moves to the device."""
-        dtype = kwargs.get("dtype")
-        device = kwargs.get("device")
-        for a in args:
-            if isinstance(a, Tensor):
-                device, dtype = a.device, a.dtype
-            elif isinstance(a, ember.dtype):
-                dtype = a
-            elif a is not None:
-                device = a
+        device, dtype = parse_to_args(args, kwargs.get("device"), kwargs.get("dtype"))
         if dtype is not None and not (dtype.is_floating_point or dtype.is_complex):
             raise TypeError(f"nn.Module.to only accepts floating point or complex dtypes, but got desired "
                             f"dtype={dtype}")
