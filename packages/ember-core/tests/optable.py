@@ -239,8 +239,6 @@ LINES = [
     Line("clamp", fn("clamp"), clamps, dtypes=NUMERIC), Line("clip", fn("clip"), clamps, dtypes=NUMERIC),
     Line("equal", fn("equal"), _SAME), Line("allclose", fn("allclose"), _SAME, dtypes=("float32", "float64")),
     Line("isclose", fn("isclose"), binary, dtypes=("float32", "float64")),
-    # reductions
-    Line("sum", fn("sum"), reduction), Line("mean", fn("mean"), reduction),
     # shapes
     Line("reshape", fn("reshape"), _SHAPES), Line("view", meth("view"), _SHAPES),
     Line("view_as", meth("view_as"), _SAME), Line("reshape_as", meth("reshape_as"), _SAME),
@@ -271,15 +269,9 @@ LINES = [
     Line("flip", fn("flip"), shape_of(((3, 4), ((0,),), {}), ((3, 4), ((0, 1),), {}), ((3, 4), ((-1,),), {}))),
     Line("__getitem__", lambda m, a, i: a[i], indices),
     Line("__setitem__", _setitem, setitems),
-    Line("matmul", fn("matmul"), matmuls, dtypes=FLOATS + ("int64",)),
     Line("_to_copy", lambda m, a, d: a.to(d), lambda d, r: [((values(d, (3,), r), DT(o)), {}) for o in ALL]),
     Line("fill_", _mutated("fill_"), shape_of(((2, 3), (1.5,), {}), ((2, 3), (2,), {}))),
     Line("zero_", _mutated("zero_"), shape_of(((2, 3), (), {}))),
     Line("copy_", _mutated("copy_"), lambda d, r: [((values(d, (2, 3), r), values("float64", (3,), r)), {}),
                                                    ((values(d, (2, 3), r), values(d, (4,), r)), {})]),
-]
-
-LINES += [
-    Line("exp", fn("exp"), unary), Line("log", fn("log"), unary), Line("sign", fn("sign"), unary, dtypes=NUMERIC),
-    Line("sgn", fn("sgn"), unary, dtypes=NUMERIC), Line("conj", fn("conj"), unary),
 ]

@@ -36,6 +36,13 @@ ORACLES = {
     "ember_where": lambda c, x, y: ember.where(_t(c), _t(x), _t(y)).numpy(),
     "ember_clamp": lambda x, lo, hi: ember.clamp(_t(x), _t(lo), _t(hi)).numpy(),
     "ember_sum": lambda x: ember.sum(_t(x)).numpy(),
+    "ember_logsumexp": lambda x, m: ember.log(ember.exp(_t(x) - _t(m)).sum()).numpy(),
+    "ember_sqdev": lambda x, m: ((_t(x) - _t(m)) * (_t(x) - _t(m))).sum().numpy(),
+    "ember_lerp": lambda a, b, w: ember.lerp(_t(a), _t(b), _t(w)).numpy(),
+    # the CPU ops take ``value`` as a scalar: fold the kernel's per-element value into tensor1 (value * tensor1 is
+    # the kernel's first product either way)
+    "ember_addcmul": lambda a, b, c, v: ember.addcmul(_t(a), _t(v * b), _t(c)).numpy(),
+    "ember_addcdiv": lambda a, b, c, v: ember.addcdiv(_t(a), _t(v * b), _t(c)).numpy(),
 }
 
 HOST_PRELUDE = """#include <cmath>
@@ -127,7 +134,7 @@ def _host_program(kernel, subst, ins, outs, n_out):
 
 def _compare(name, got, want, dtype):
     if np.issubdtype(dtype, np.floating):
-        if name == "ember_sum":  # sequential sum against NumPy's pairwise sum
+        if KERNELS[name].spec.get("reduce_expr") == "a + b":  # sequential sums against NumPy's pairwise sum
             np.testing.assert_allclose(got, want, rtol=10 * _N * np.finfo(dtype).eps, atol=0, equal_nan=True)
         else:
             np.testing.assert_array_equal(got, want)  # NaN equals NaN here; -0.0 equals 0.0

@@ -75,16 +75,13 @@ def numel(input):
 
 
 def __getattr__(name):
-    if not name.startswith("_"):
-        try:
-            return _importlib.import_module(f"{__name__}.{name}")
-        except ModuleNotFoundError as e:
-            if e.name != f"{__name__}.{name}":
-                raise
     dist = _extensions.PROVIDERS.get(name)
-    if dist is not None:
-        raise _extensions.missing("ember attribute", name, dist)
-    raise AttributeError(f"module 'ember' has no attribute '{name}'")
+    try:
+        return _extensions.lazy_submodule(__name__, name)
+    except AttributeError:
+        if dist is not None:
+            raise _extensions.missing("ember attribute", name, dist) from None
+        raise
 
 
 _extensions.load_all(_importlib.import_module(__name__))

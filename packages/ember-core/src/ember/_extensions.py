@@ -5,6 +5,7 @@ called with the ``ember`` module, which registers dispatcher layers, adds Tensor
 attributes. Names that only an extension provides are listed here, so that using one without its
 package says which package to install.
 """
+import importlib
 from importlib.metadata import entry_points
 
 # name -> distribution that provides it, for module attributes (ember.X) and Tensor attributes
@@ -43,3 +44,15 @@ def load_all(module):
             continue
         ep.load()(module)
         loaded.append(ep.name)
+
+
+def lazy_submodule(package, name):
+    """``package.name`` imported on first attribute access (a module ``__getattr__``); AttributeError
+    when no such submodule exists."""
+    if not name.startswith("_"):
+        try:
+            return importlib.import_module(f"{package}.{name}")
+        except ModuleNotFoundError as e:
+            if e.name != f"{package}.{name}":
+                raise
+    raise AttributeError(f"module '{package}' has no attribute '{name}'")

@@ -82,10 +82,11 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
 
 
 def __getattr__(name):
+    import importlib
     if name in ("gradcheck", "gradgradcheck"):
-        from . import gradcheck as module
-        return getattr(module, name)
-    if name in ("functional", "forward_ad", "profiler", "graph", "gradcheck"):
-        import importlib
+        fn = getattr(importlib.import_module(f"{__name__}.gradcheck"), name)
+        globals()[name] = fn  # the function shadows its module's name, as in PyTorch
+        return fn
+    if name in ("functional", "forward_ad", "profiler", "graph"):
         return importlib.import_module(f"{__name__}.{name}")
     raise AttributeError(f"module 'ember.autograd' has no attribute '{name}'")
