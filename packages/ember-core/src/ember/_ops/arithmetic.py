@@ -71,8 +71,9 @@ def _div_rule(p, dtypes, rounding_mode=None, **kwargs):
     return (D.float32 if p in (D.float16, D.bfloat16) else p), p
 
 
-def _check_int_zero_division(xp, b):
-    if b.dtype.kind in "iub" and bool(xp.any(b == 0)):
+def _check_int_zero_division(xp, a, b):
+    """PyTorch raises for integer division by zero (unless the result is empty)."""
+    if b.dtype.kind in "iub" and b.size and xp.asarray(a).size and bool(xp.any(b == 0)):
         raise RuntimeError("ZeroDivisionError")
 
 
@@ -83,7 +84,7 @@ def div(xp, a, b, *, rounding_mode=None):
         return xp.true_divide(a, b)
     b = xp.asarray(b)
     if b.dtype.kind in "iub":
-        _check_int_zero_division(xp, b)
+        _check_int_zero_division(xp, a, b)
         if rounding_mode == "floor":
             return xp.floor_divide(a, b)
         q = xp.floor_divide(a, b)  # integers: truncate toward zero from floor
@@ -116,7 +117,7 @@ def _(ctx, g):
 def floor_divide(xp, a, b):
     """Division rounded toward negative infinity."""
     b = xp.asarray(b)
-    _check_int_zero_division(xp, b)
+    _check_int_zero_division(xp, a, b)
     return xp.floor_divide(a, b)
 
 
@@ -124,7 +125,7 @@ def floor_divide(xp, a, b):
 def remainder(xp, a, b):
     """Python-style modulus: the result has the sign of the divisor."""
     b = xp.asarray(b)
-    _check_int_zero_division(xp, b)
+    _check_int_zero_division(xp, a, b)
     return xp.remainder(a, b)
 
 

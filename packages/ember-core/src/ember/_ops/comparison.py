@@ -162,6 +162,7 @@ def clamp(xp, input, min=None, max=None):
     x = input.astype(D.storage(cd), copy=False)
     lo = None if min is None else _as_array(xp, min, D.storage(cd))
     hi = None if max is None else _as_array(xp, max, D.storage(cd))
+    P.broadcast_shapes(x.shape, *(b.shape for b in (lo, hi) if b is not None))
     if xp is not np and lo is not None and hi is not None:
         r = _CLAMP(x, lo, hi)
     else:
