@@ -84,9 +84,10 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
 def __getattr__(name):
     import importlib
     if name in ("gradcheck", "gradgradcheck"):
-        fn = getattr(importlib.import_module(f"{__name__}.gradcheck"), name)
-        globals()[name] = fn  # the function shadows its module's name, as in PyTorch
-        return fn
+        module = importlib.import_module(f"{__name__}.gradcheck")
+        # the functions shadow their module's name, as in PyTorch
+        globals().update(gradcheck=module.gradcheck, gradgradcheck=module.gradgradcheck)
+        return globals()[name]
     if name in ("functional", "forward_ad", "profiler", "graph"):
         return importlib.import_module(f"{__name__}.{name}")
     raise AttributeError(f"module 'ember.autograd' has no attribute '{name}'")

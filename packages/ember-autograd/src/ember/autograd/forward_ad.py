@@ -199,7 +199,10 @@ def _times(t, factor):
 
 
 def _linear(op, args, kwargs, t, out):
-    """Ops linear in their first (only differentiable) argument: the op applied to the tangent."""
+    """Ops linear in their first argument: the op applied to its tangent (when the other tensor
+    arguments, such as diff's prepend, have no tangents)."""
+    if _any(t[1:]):
+        return _double_vjp(op, args, kwargs, t, out)
     return op.fn(t[0], *args[1:], **kwargs) if t[0] is not None else None
 
 
@@ -228,9 +231,17 @@ def _div(op, args, kwargs, t, out):
 
 
 def _pow(op, args, kwargs, t, out):
+    # masked where the formula's factors are 0 * inf but the derivative is 0: a zero exponent, and
+    # (for the exponent's tangent) a zero base with a non-negative exponent
     a, b = args[:2]
-    da = None if t[0] is None else t[0] * b * a ** (b - 1)
-    db = None if t[1] is None else t[1] * out * (a.log() if isinstance(a, Tensor) else math.log(a))
+    da = db = None
+    if t[0] is not None:
+        da = t[0] * b * a ** (b - 1)
+        if isinstance(b, Tensor) or b == 0:
+            da = ember.where(ember.zeros_like(out) + b == 0, ember.zeros_like(out), da)
+    if t[1] is not None:
+        log_a = a.log() if isinstance(a, Tensor) else math.log(a) if a > 0 else math.log(abs(a) or 1.0) if a else 0.0
+        db = t[1] * ember.where((ember.zeros_like(out) + a == 0) & (b >= 0), ember.zeros_like(out), out * log_a)
     return _sum(da, db)
 
 
@@ -238,6 +249,18 @@ def _unary(derivative):
     def rule(op, args, kwargs, t, out):
         return _times(t[0], derivative(args[0], out))
     return rule
+
+
+def _jointly_linear(op, args, kwargs, t, out):
+    """Ops linear in all their floating-point tensor arguments together (scatter, index_put, ...):
+    the op applied to the tangents, with zeros for arguments that have none."""
+    def tangent(a, ta):
+        if isinstance(ta, list):
+            return type(a)(tangent(x, tx) for x, tx in zip(a, ta))
+        if ta is not None:
+            return ta
+        return ember.zeros_like(a) if isinstance(a, Tensor) and (a.dtype.is_floating_point or a.dtype.is_complex) else a
+    return op.fn(*[tangent(a, ta) for a, ta in zip(args, t)], **kwargs)
 
 
 def _where(op, args, kwargs, t, out):
@@ -255,8 +278,10 @@ _RULES = {
     "cos": _unary(lambda x, y: -x.sin()),
     "tanh": _unary(lambda x, y: 1 - y * y),
     "sigmoid": _unary(lambda x, y: y * (1 - y)),
-    "relu": _unary(lambda x, y: (y > 0).to(y.dtype)),
+    "relu": _unary(lambda x, y: (y <= 0).logical_not().to(y.dtype)),  # passes NaN on, as ReLU's VJP does
 }
+_RULES.update(dict.fromkeys(("scatter", "scatter_add", "index_put", "put", "index_copy", "index_add", "masked_scatter"),
+                            _jointly_linear))
 _RULES.update(dict.fromkeys(("cat", "concat", "concatenate", "stack"), _multilinear_list))
 _RULES.update(dict.fromkeys(("mul", "matmul", "mm", "bmm", "mv", "dot", "vdot", "inner", "outer", "ger", "kron",
                              "tensordot", "cross", "linalg_cross", "linalg_vecdot"), _bilinear))
@@ -292,6 +317,8 @@ def _double_vjp(op, args, kwargs, tangents, out):
     if op.vjp_fn is None:
         raise NotImplementedError(f"forward AD: the op '{op.name}' has no derivative (neither a JVP rule nor a VJP)")
     outs = out if isinstance(out, tuple) else (out,)
+    if all(o.numel() == 0 for o in outs if isinstance(o, Tensor)):
+        return tuple(ember.zeros_like(o) for o in outs) if isinstance(out, tuple) else ember.zeros_like(out)
     seeds = [ember.zeros_like(o).requires_grad_() if o.dtype.is_floating_point or o.dtype.is_complex else None
              for o in outs]
     create_graph = any(t._rg for t in _flat(args) + _flat(tangents))

@@ -212,7 +212,8 @@ def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False, st
                          'to use "reverse-mode".')
     if strategy == "forward-mode" and create_graph:
         raise NotImplementedError('jacobian: `create_graph=True` and `strategy="forward-mode"` are not supported '
-                                  'together (yet). Please either set `create_graph=False` or `strategy="reverse-mode"`.')
+                                  'together (yet). Please either set `create_graph=False` or '
+                                  '`strategy="reverse-mode"`.')
     with grad_mode.enable_grad():
         is_tuple, inputs = _as_tuple(inputs, "inputs", "jacobian")
         inputs = _prepare(inputs, create_graph, True)

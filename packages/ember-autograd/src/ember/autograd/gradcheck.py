@@ -14,7 +14,6 @@ import numpy as np
 import ember
 from ember._tensor import Tensor
 
-
 __all__ = ["GradcheckError", "gradcheck", "gradgradcheck"]
 
 
@@ -87,11 +86,10 @@ def _directional(func, inputs, x, direction, eps, out_indices):
 def _numerical(func, inputs, i, out_indices, eps):
     """Numerical Jacobians of the outputs ``out_indices`` w.r.t. input ``i``: one (n_in, n_out) each."""
     x = inputs[i]
-    cols = []
-    for k in range(_n_coords(x)):
-        cols.append(_directional(func, inputs, x, _host(_unit(x, k)), eps, out_indices))
-    n_in = _n_coords(x)
-    return [np.stack([c[j] for c in cols]) if n_in else np.zeros((0, 0)) for j in range(len(out_indices))]
+    cols = [_directional(func, inputs, x, _host(_unit(x, k)), eps, out_indices) for k in range(_n_coords(x))]
+    if not cols:
+        return [np.zeros((0, _real_coords(o).size)) for o in _evaluate(func, inputs, out_indices)]
+    return [np.stack([c[j] for c in cols]) for j in range(len(out_indices))]
 
 
 def _analytical(outputs, o, diff_inputs):
@@ -176,7 +174,7 @@ def _fast_checks(func, inputs, outputs, out_idx, in_idx, eps, atol, rtol, backwa
     rng = np.random.default_rng(0)
     diff_inputs = [inputs[i] for i in in_idx]
     vs = [rng.uniform(-1, 1, _n_coords(x)) for x in diff_inputs]
-    for j, o in enumerate(out_idx):
+    for o in out_idx:
         u = rng.uniform(-1, 1, _n_coords(outputs[o]))
         grads = None
         if backward:

@@ -15,6 +15,8 @@ to a packing context.
 import collections
 import threading
 
+import numpy as np
+
 from ember import _dispatch
 from ember._tensor import Tensor
 
@@ -47,6 +49,7 @@ class _Local(threading.local):
 
 
 _tls = _Local()
+_PLACEHOLDER = Tensor._wrap(np.empty(0))
 _users = [0]  # threads' open saved_tensors_hooks blocks; the layer is registered while nonzero
 
 
@@ -116,6 +119,8 @@ def _layer(call, call_next):
         node = t.grad_fn if isinstance(t, Tensor) else None
         if node is not None and node is not before and type(node._ctx) is SavedContext:
             node._ctx = _PackedContext(node._ctx, pack, unpack)
+            if node._structure is not None:  # the node only needs to know where the tensors were
+                node._structure = _map(node._structure, lambda t: _PLACEHOLDER, Tensor)
     return result
 
 
@@ -126,6 +131,15 @@ class _Meta:
 
     def __init__(self, t):
         self._version, self.dtype, self.shape = t._version, t.dtype, t.shape
+
+
+def _without_tensors(versions):
+    """The context's version records with each tensor replaced by its metadata."""
+    if isinstance(versions, tuple) and len(versions) == 2 and isinstance(versions[0], Tensor):
+        return _Meta(versions[0]), versions[1]
+    if isinstance(versions, (list, tuple)):
+        return type(versions)(_without_tensors(v) for v in versions)
+    return versions
 
 
 class _Packed:
@@ -153,7 +167,7 @@ class _Packed:
         return proxy
 
 
-def _map(x, fn, cls=Tensor):
+def _map(x, fn, cls):
     if isinstance(x, cls):
         return fn(x)
     if isinstance(x, (list, tuple)):
@@ -162,35 +176,32 @@ def _map(x, fn, cls=Tensor):
 
 
 class _PackedContext:
-    """Stands in for a node's SavedContext: keeps packed tensors, unpacks them on each access. The
-    original context keeps doing the in-place version check, on metadata instead of the tensors."""
+    """Stands in for a node's SavedContext: the original context keeps the packed values (and does
+    its in-place version check, on metadata instead of tensors); each access unpacks them."""
 
-    __slots__ = ("_ctx", "kwargs", "_args", "_out", "_unpack")
+    __slots__ = ("_ctx", "kwargs", "_unpack")
 
     def __init__(self, ctx, pack, unpack):
         self._ctx, self.kwargs, self._unpack = ctx, ctx.kwargs, unpack
-        self._args = _map(ctx._args, lambda t: _Packed(t, pack))
-        self._out = _map(ctx._out, lambda t: _Packed(t, pack))
-        ctx._versions = [(_Meta(t), v) for t, v in ctx._versions]
-        ctx._args = ctx._out = None
+        ctx._args = _map(ctx._args, lambda t: _Packed(t, pack), Tensor)
+        ctx._out = _map(ctx._out, lambda t: _Packed(t, pack), Tensor)
+        ctx._versions = _without_tensors(ctx._versions)
 
     @property
     def _versions(self):
         return self._ctx._versions
 
-    def _get(self, packed):
-        self._ctx._check()
+    def _unpacked(self, packed):
         value = _map(packed, lambda p: p.get(self._unpack), _Packed)
         return value if grad_mode.MODE.enabled else _detached(value)
 
     @property
     def args(self):
-        return self._get(self._args)
+        return self._unpacked(self._ctx.args)
 
     @property
     def out(self):
-        return self._get(self._out)
+        return self._unpacked(self._ctx.out)
 
     def free(self):
         self._ctx.free()
-        self._args = self._out = None
