@@ -267,7 +267,7 @@ LINES = [
     Line("narrow", fn("narrow"), shape_of(((4, 5), (1, 1, 3), {}), ((4, 5), (0, -2, 2), {}), ((4, 5), (1, 3, 3), {}))),
     Line("select", fn("select"), shape_of(((4, 5), (1, 2), {}), ((4, 5), (0, -1), {}), ((4, 5), (0, 4), {}))),
     Line("flip", fn("flip"), shape_of(((3, 4), ((0,),), {}), ((3, 4), ((0, 1),), {}), ((3, 4), ((-1,),), {}))),
-    Line("__getitem__", lambda m, a, i: a[i], indices),
+    Line("__getitem__", lambda m, a, i: a[i], indices, grad=True),
     Line("__setitem__", _setitem, setitems),
     Line("_to_copy", lambda m, a, d: a.to(d), lambda d, r: [((values(d, (3,), r), DT(o)), {}) for o in ALL]),
     Line("fill_", _mutated("fill_"), shape_of(((2, 3), (1.5,), {}), ((2, 3), (2,), {}))),

@@ -2,6 +2,7 @@
 import numpy as np
 
 from .. import _dtype as D
+from .._factory import arange
 from .._registry import op
 from .._tensor import Tensor
 
@@ -73,7 +74,12 @@ def _(ctx, g):
     if _is_basic(index):
         full[index] = g
     else:  # repeated advanced indices accumulate
-        full.index_put_(index if isinstance(index, tuple) else (index,), g, accumulate=True)
+        items = index if isinstance(index, tuple) else (index,)
+        if any(i is None for i in items):  # index_put reads None as a whole dim: go through flat positions
+            pos = arange(x.numel(), device=g.device).reshape(x.shape)[index]
+            flat = full.reshape(-1).index_put_((pos.reshape(-1),), g.reshape(-1), accumulate=True)
+            return flat.reshape(x.shape), None
+        full.index_put_(items, g, accumulate=True)
     return full, None
 
 
