@@ -1,0 +1,48 @@
+"""Shared timing helpers for the benchmarks. A benchmark measures and reports; it never asserts."""
+import os
+import subprocess
+import sys
+import timeit
+
+BENCHMARKS = []
+
+
+def benchmark(name, goal):
+    """Register ``fn() -> {"ember": seconds, "torch": seconds}``; goal is the ember/torch ratio aimed at."""
+    def register(fn):
+        BENCHMARKS.append({"name": name, "goal": goal, "fn": fn})
+        return fn
+    return register
+
+
+def best(stmt, repeat=7, **namespace):
+    """Best-of-``repeat`` seconds per execution of ``stmt`` (timeit, loop count picked by autorange)."""
+    timer = timeit.Timer(stmt, globals=namespace)
+    number, _ = timer.autorange()
+    number = max(1, number)
+    return min(timer.repeat(repeat=repeat, number=number)) / number
+
+
+def import_time(module, runs=7):
+    """Best wall time of ``import module`` in fresh interpreters (interpreter start-up excluded)."""
+    code = f"import time; t = time.perf_counter(); import {module}; print(time.perf_counter() - t)"
+    times = []
+    for _ in range(runs):
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                             env=dict(os.environ), cwd=os.path.dirname(os.path.abspath(__file__)) + "/..")
+        times.append(float(out.stdout.strip().splitlines()[-1]))
+    return min(times)
+
+
+def blas_threads():
+    """(threads NumPy's BLAS uses, description of that BLAS) — via threadpoolctl when available."""
+    try:
+        import numpy  # noqa: F401  (loads the BLAS so threadpoolctl sees it)
+        from threadpoolctl import threadpool_info
+    except ImportError:
+        return os.cpu_count() or 1, "unknown (threadpoolctl not installed)"
+    for pool in threadpool_info():
+        if pool.get("user_api") == "blas" and "numpy" in pool.get("filepath", ""):
+            desc = f"{pool.get('internal_api')} {pool.get('version')} ({pool.get('architecture')})"
+            return pool["num_threads"], desc
+    return os.cpu_count() or 1, "unknown (no BLAS found for numpy)"

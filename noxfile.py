@@ -1,0 +1,143 @@
+"""ember's test matrix. `nox` runs the default sessions; `nox -l` lists them all.
+
+Packages are discovered, not listed: every packages/<dist>/pyproject.toml is a package, its ember-*
+dependencies are read from its pyproject, and every package whose tests/ folder holds test files gets
+a `tests(package='<dist>')` session. A new package therefore needs no edit here.
+
+Each session builds its own fresh environment (CI runs in a fresh clone): nothing is shared
+between sessions except pip's download cache.
+"""
+import os
+import re
+import tomllib
+from pathlib import Path
+
+import nox
+
+ROOT = Path(__file__).parent
+PACKAGES = ROOT / "packages"
+TEST_DEPS = ["pytest", "hypothesis", "torch==2.13.0", "mpmath"]
+
+nox.options.reuse_venv = "no"
+nox.options.error_on_external_run = True
+# The default matrix; `bench` is run on request only. A pytest session runs last so that the run's
+# closing lines are a test summary.
+nox.options.sessions = ["lint", "docs", "kernels", "tests", "integration"]
+
+
+def _req_name(req):
+    return re.split(r"[\s\[<>=!~;@(]", req, maxsplit=1)[0].lower().replace("_", "-")
+
+
+def _load_packages():
+    """dist name -> {dir, ember deps (direct), test group}."""
+    found = {}
+    for pyproject in sorted(PACKAGES.glob("*/pyproject.toml")):
+        data = tomllib.loads(pyproject.read_text())
+        project = data["project"]
+        deps = [_req_name(r) for r in project.get("dependencies", [])]
+        found[project["name"]] = {
+            "dir": pyproject.parent,
+            "deps": [d for d in deps if d == "ember" or d.startswith("ember-")],
+            # extra test-only requirements a package may declare (PEP 735 group "test")
+            "test": [r for r in data.get("dependency-groups", {}).get("test", []) if isinstance(r, str)],
+        }
+    return found
+
+
+PKGS = _load_packages()
+
+
+def _closure(name):
+    """The package and every ember package it needs, directly or not (dependencies first)."""
+    order = []
+
+    def visit(n):
+        if n in order:
+            return
+        if n not in PKGS:
+            raise ValueError(f"{name} needs {n}, which is not in packages/")
+        for d in PKGS[n]["deps"]:
+            visit(d)
+        order.append(n)
+
+    visit(name)
+    return order
+
+
+def _editable(names):
+    args = []
+    for n in names:
+        args += ["-e", str(PKGS[n]["dir"].relative_to(ROOT))]
+    return args
+
+
+def _has_tests(info):
+    tests = info["dir"] / "tests"
+    return tests.is_dir() and any(tests.rglob("test_*.py"))
+
+
+# only packages with test files: a pytest run that collects nothing exits 5
+TESTED = [n for n, info in PKGS.items() if _has_tests(info)]
+# every package, the meta-package last (it pins the others; an editable install of it has no code)
+ALL = [n for n in PKGS if n != "ember"] + (["ember"] if "ember" in PKGS else [])
+
+
+@nox.session
+@nox.parametrize("package", TESTED)
+def tests(session, package):
+    """One package's tests, in an environment holding only that package and its ember dependencies."""
+    closure = _closure(package)
+    # --no-compile: byte-compiling all of torch costs ~7 s per session; imports compile what they use
+    session.install("--no-compile", *TEST_DEPS, *(r for n in closure for r in PKGS[n]["test"]), *_editable(closure))
+    session.run("python", "-c", "import ember, sys; print('ember', ember.__version__, 'from', ember.__file__)")
+    tests_dir = PKGS[package]["dir"].relative_to(ROOT) / "tests"
+    session.run("pytest", str(tests_dir), *session.posargs)
+
+
+@nox.session
+def integration(session):
+    """Wheels of every package, the meta-package installed from them, and the integration tests
+    (which also install every package into fresh venvs, from these wheels and editable)."""
+    wheelhouse = Path(session.create_tmp()).resolve() / "wheelhouse"
+    if wheelhouse.exists():
+        for f in wheelhouse.iterdir():
+            f.unlink()
+    for n in ALL:
+        session.run("python", "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(wheelhouse), str(PKGS[n]["dir"]))
+    wheels = sorted(str(p) for p in wheelhouse.glob("*.whl"))
+    # wheels by path (so a same-named project on an index cannot win) plus --find-links for the pins
+    session.install("pytest", "--find-links", str(wheelhouse), *wheels)
+    session.run("pytest", "integration_tests", *session.posargs, env={"EMBER_WHEELHOUSE": str(wheelhouse)})
+
+
+@nox.session
+def lint(session):
+    session.install("ruff")
+    session.run("ruff", "check", ".")
+
+
+@nox.session
+def kernels(session):
+    """Compile every registered CuPy kernel with NVRTC (sm_80, sm_90); no GPU needed."""
+    session.install("cupy-cuda12x", "nvidia-cuda-nvrtc-cu12", *_editable(_closure("ember-core")))
+    session.run("python", "packages/ember-core/tools/compile_kernels.py", *session.posargs)
+
+
+@nox.session
+def docs(session):
+    """The documentation site, built with --strict (the ops reference is generated from the registry)."""
+    session.install("mkdocs", "mkdocs-material", "mkdocstrings[python]", *_editable(ALL))
+    site = Path(session.create_tmp()).resolve() / "site"
+    session.run("mkdocs", "build", "--strict", "--clean", "-d", str(site))
+
+
+@nox.session  # not in nox.options.sessions: run with `nox -s bench`
+def bench(session):
+    """ember against PyTorch on the CPU; prints ratios. Not in the default run: timings need a quiet machine."""
+    session.install("torch==2.13.0", "threadpoolctl", *_editable(ALL))
+    out = os.environ.get("EMBER_BENCH_JSON", "bench-results/bench.json")
+    # /work/.library/env: OPENBLAS_CORETYPE/OPENBLAS_L2_SIZE (set on some machines for old OpenBLAS builds) slow
+    # a current NumPy's BLAS; the benchmark command alone runs without them (run.py prints the kernel used)
+    session.run("env", "-u", "OPENBLAS_CORETYPE", "-u", "OPENBLAS_L2_SIZE", "python", "benchmarks/run.py", "--json",
+                out, *session.posargs, external=True)
