@@ -137,7 +137,7 @@ def bench(session):
     """ember against PyTorch on the CPU; prints ratios. Not in the default run: timings need a quiet machine."""
     session.install("torch==2.13.0", "threadpoolctl", *_editable(ALL))
     out = os.environ.get("EMBER_BENCH_JSON", "bench-results/bench.json")
-    # /work/.library/env: OPENBLAS_CORETYPE/OPENBLAS_L2_SIZE (set on some machines for old OpenBLAS builds) slow
+    # OPENBLAS_CORETYPE/OPENBLAS_L2_SIZE (set on some machines for old OpenBLAS builds) slow
     # a current NumPy's BLAS; the benchmark command alone runs without them (run.py prints the kernel used)
     session.run("env", "-u", "OPENBLAS_CORETYPE", "-u", "OPENBLAS_L2_SIZE", "python", "benchmarks/run.py", "--json",
                 out, *session.posargs, external=True)

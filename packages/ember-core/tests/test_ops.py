@@ -29,7 +29,7 @@ TOL = {"float32": (1e-5, 1e-5), "float64": (1e-12, 1e-12), "float16": (2e-3, 1e-
 TOL.update(getattr(optable, "EXTRA_TOL", {}))
 def to_numpy(x):
     if isinstance(x, torch.Tensor):
-        return x.detach().float().numpy() if x.dtype == torch.bfloat16 else x.detach().numpy()
+        return x.detach().float().numpy() if x.dtype == torch.bfloat16 else x.detach().resolve_conj().numpy()
     return np.asarray(x._data.astype(np.float32) if x.dtype == ember.bfloat16 else x._data)
 
 
@@ -119,7 +119,8 @@ def test_vjp_matches_torch_autograd(line):
         leaves = [a for a in _flat(list(targs) + list(tkw.values())) if isinstance(a, torch.Tensor) and a.requires_grad]
         if not leaves or not any(o.requires_grad for o in touts):
             continue
-        gs = [torch.from_numpy(rng.standard_normal(o.shape)) for o in touts]
+        gs = [torch.from_numpy(rng.standard_normal(o.shape) + (1j * rng.standard_normal(o.shape) if o.is_complex() else 0))
+              for o in touts]
         diff = [(o, g) for o, g in zip(touts, gs) if o.requires_grad]
         expected = torch.autograd.grad([o for o, _ in diff], leaves, [g for _, g in diff], allow_unused=True)
 
