@@ -60,12 +60,16 @@ class Op:
         self.mutates = mutates  # the implementation writes into its first argument's array
         self.scalars = scalars  # elementwise: whether operands after the first may be Python numbers
         self.vjp_fn = None
-        self.doc = inspect.getdoc(impl) or ""
         self.fn = _make_function(self)
         REGISTRY[name] = self
 
     def __call__(self, *args, **kwargs):
         return self.fn(*args, **kwargs)
+
+    @property
+    def doc(self):
+        """The op's docstring, cleaned (computed on demand: import time matters)."""
+        return inspect.getdoc(self.impl) or ""
 
     def vjp(self, fn):
         """Decorator: the op's vector-Jacobian product."""
@@ -454,13 +458,13 @@ def _make_function(op):
     if op.kind == "factory":
         return op.impl
     if op.kind == "elementwise":
-        params = [p for p in inspect.signature(op.impl).parameters.values()
-                  if p.kind == p.POSITIONAL_OR_KEYWORD][1:]
-        fn = _make_elementwise(op, len(params) if all(p.default is p.empty for p in params) else -1)
+        # the operands are the positional parameters after xp (read from the code object: cheap at import)
+        operands = op.impl.__code__.co_argcount - 1
+        fn = _make_elementwise(op, -1 if op.impl.__defaults__ else operands)
     else:
         fn = _make_general(op)
     fn.__name__ = fn.__qualname__ = op.name
-    fn.__doc__ = op.doc
+    fn.__doc__ = op.impl.__doc__
     fn.__module__ = "ember"
     fn.op = op
     return fn
