@@ -8,6 +8,8 @@ input tensor requires grad. Nothing else is checked on the fast path.
 """
 import bisect
 
+from ._tensor import Tensor
+
 # [count of reasons to take the slow path for every call]; a list so hot code reads one index
 FORCED = [0]
 
@@ -27,14 +29,14 @@ class Call:
 
     def tensors(self):
         """The tensor arguments, in order, lists and tuples at the top level flattened."""
-        from ._tensor import Tensor
         found = []
         for a in self.args:
             if isinstance(a, Tensor):
                 found.append(a)
             elif type(a) in (list, tuple):
-                found.extend(x for x in a if isinstance(x, Tensor))
-        found.extend(v for v in self.kwargs.values() if isinstance(v, Tensor))
+                found += [x for x in a if isinstance(x, Tensor)]
+        if self.kwargs:
+            found += [v for v in self.kwargs.values() if isinstance(v, Tensor)]
         return found
 
 

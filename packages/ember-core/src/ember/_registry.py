@@ -107,7 +107,8 @@ def factory(name):
 
 
 # ---- dtype rules of elementwise ops ----------------------------------------------------------
-def _compute(d):
+def compute_dtype(d):
+    """The dtype an op computes in for result dtype ``d``: half types in float32 (complex32 refused)."""
     if d is D.complex32:
         raise TypeError("the result would be complex32 (ComplexHalf), which ember does not store; cast an operand "
                         "to complex64 first")
@@ -115,17 +116,17 @@ def _compute(d):
 
 
 def _rule_promote(p, dtypes, **kwargs):
-    return _compute(p), p
+    return compute_dtype(p), p
 
 
 def _rule_float(p, dtypes, **kwargs):
     if p.category < 2:
         p = D.get_default_dtype()
-    return _compute(p), p
+    return compute_dtype(p), p
 
 
 def _rule_bool(p, dtypes, **kwargs):
-    return _compute(p), D.bool
+    return compute_dtype(p), D.bool
 
 
 def integral_only(op_name):
@@ -199,6 +200,14 @@ def elementwise_impl(call):
     """Run an elementwise call: promotion, broadcasting checks, computation, result writing."""
     op, operands, mode = call.op, call.args, call.mode
     kwargs = call.kwargs
+    if mode is None and not kwargs:  # operands of one storage dtype the implementation handles as is
+        d = _common_fast_dtype(op, operands)
+        if d is not None:
+            try:
+                r = op.impl(np, *[x._data for x in operands])
+                return _wrap(r if type(r) is ndarray else _asarray(r))
+            except ValueError:  # shapes don't broadcast: the general path words the error
+                pass
     key = (op.rule,) + tuple(_operand_key(x) for x in operands)
     if kwargs:
         key += tuple((k, v if isinstance(v, str) else type(v)) for k, v in kwargs.items())
@@ -229,6 +238,18 @@ def elementwise_impl(call):
     if mode == "out":
         return write_out(call.out, r)
     return _wrap(r)
+
+
+def _common_fast_dtype(op, operands):
+    d = None
+    for x in operands:
+        if type(x) is not Tensor and not isinstance(x, Tensor) or type(x._data) is not ndarray:
+            return None
+        if d is None:
+            d = x._data.dtype
+        elif x._data.dtype is not d:
+            return None
+    return d if d in op.fast else None
 
 
 def write_into(target, r):
@@ -306,7 +327,7 @@ def _elementwise_slow(op, operands, kwargs, out, mode):
 
 def _make_elementwise(op, arity):
     impl = op.impl
-    fast = _fast_dtypes(op)
+    fast = op.fast = _fast_dtypes(op)
     fast_float = fast & {np.dtype(np.float32), np.dtype(np.float64)} if op.scalars else frozenset()
 
     if arity == 1:

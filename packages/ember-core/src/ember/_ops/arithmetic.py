@@ -1,11 +1,23 @@
 """Arithmetic: add, sub, mul, div and friends, pow, neg, abs, and the bitwise/logical operators."""
+import cmath
+import functools
 import math
 
 import numpy as np
 
 from .. import _dtype as D
-from .._registry import elementwise, integral_only
+from .._registry import compute_dtype, elementwise, integral_only
 from .._tensor import Tensor
+from .comparison import where
+
+
+def quiet(impl):
+    """Run ``impl`` with NumPy's floating-point warnings off: NaN/inf results are PyTorch's too."""
+    @functools.wraps(impl)
+    def run(*args, **kwargs):
+        with np.errstate(all="ignore"):
+            return impl(*args, **kwargs)
+    return run
 
 
 def _alpha_rule(name):
@@ -18,7 +30,7 @@ def _alpha_rule(name):
             raise RuntimeError("For integral input tensors, argument alpha must not be a floating point number.")
         if p is D.bool and alpha not in (0, 1) and not isinstance(alpha, bool):
             raise RuntimeError("Boolean alpha only supported for Boolean results.")
-        return (D.float32 if p in (D.float16, D.bfloat16) else p), p
+        return compute_dtype(p), p
     rule.__name__ = f"{name}_rule"
     return rule
 
@@ -68,7 +80,7 @@ def _div_rule(p, dtypes, rounding_mode=None, **kwargs):
     elif rounding_mode not in ("trunc", "floor"):
         raise RuntimeError(f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but found "
                            f"'{rounding_mode}'")
-    return (D.float32 if p in (D.float16, D.bfloat16) else p), p
+    return compute_dtype(p), p
 
 
 def _check_int_zero_division(xp, a, b):
@@ -78,6 +90,7 @@ def _check_int_zero_division(xp, a, b):
 
 
 @elementwise("div", rule=_div_rule, operators=("__truediv__", "__rtruediv__", "__itruediv__"))
+@quiet
 def div(xp, a, b, *, rounding_mode=None):
     """Elementwise division; ``rounding_mode`` None (true division), "trunc" or "floor"."""
     if rounding_mode is None:
@@ -102,6 +115,7 @@ def _(ctx, g):
 
 
 @elementwise("true_divide", rule="float")
+@quiet
 def true_divide(xp, a, b):
     """``div`` without rounding: integers divide to the default float dtype."""
     return xp.true_divide(a, b)
@@ -136,6 +150,7 @@ def _(ctx, g):
 
 
 @elementwise("pow", operators=("__pow__", "__rpow__", "__ipow__"))
+@quiet
 def pow(xp, a, b):
     """``input ** exponent`` elementwise."""
     if isinstance(b, np.generic) and b.dtype.kind in "iu" and b < 0 and xp.asarray(a).dtype.kind in "iu":
@@ -146,8 +161,32 @@ def pow(xp, a, b):
 @pow.vjp
 def _(ctx, g):
     a, b = ctx.args
-    ga = g * b * pow(a, b - 1) if isinstance(a, Tensor) else None
-    gb = g * ctx.out * (a.log() if isinstance(a, Tensor) else math.log(a)) if isinstance(b, Tensor) else None
+    return pow_grads(g, a, b, ctx.out, pow)
+
+
+def _scalar_log(a, complex_result):
+    """``log`` of a Python number base: complex when the exponent is, -inf at zero, NaN below it."""
+    if complex_result or isinstance(a, complex):
+        return cmath.log(a) if a != 0 else complex(-math.inf, 0)
+    return math.log(a) if a > 0 else (-math.inf if a == 0 else math.nan)
+
+
+def pow_grads(g, a, b, out, power):
+    """Gradients of ``out = power(a, b)`` in PyTorch's form (so NaN/inf reach higher orders alike): a zero
+    exponent gives the base none, and a zero base gives an exponent with non-negative real part none."""
+    ga = gb = None
+    if isinstance(a, Tensor):
+        if isinstance(b, Tensor):
+            ga = where(b == 0, 0.0, g * _conj(b * power(a, b - 1)))
+        else:
+            ga = g * _conj(b * power(a, b - 1)) if b != 0 else a.new_zeros(a.shape)
+    if isinstance(b, Tensor):
+        nonneg = (b.real >= 0) & (b.imag == 0) if b.is_complex() else b >= 0
+        if isinstance(a, Tensor):
+            gb = g * where((a == 0) & nonneg, 0.0, _conj(out * a.log()))
+        else:
+            d = _conj(out * _scalar_log(a, b.is_complex()))
+            gb = g * (where(nonneg, 0.0, d) if a == 0 else d)
     return ga, gb
 
 
@@ -155,7 +194,7 @@ def _neg_rule(p, dtypes, **kwargs):
     if p is D.bool:
         raise RuntimeError("Negation, the `-` operator, on a bool tensor is not supported. If you are trying to "
                            "invert a mask, use the `~` or `logical_not()` operator instead.")
-    return (D.float32 if p in (D.float16, D.bfloat16) else p), p
+    return compute_dtype(p), p
 
 
 @elementwise("neg", rule=_neg_rule, operators=("__neg__",))
@@ -172,7 +211,7 @@ def _(ctx, g):
 def _abs_rule(p, dtypes, **kwargs):
     if p is D.bool:
         raise NotImplementedError("\"abs_cpu\" not implemented for 'Bool'")
-    return (D.float32 if p in (D.float16, D.bfloat16) else p), p.to_real()
+    return compute_dtype(p), p.to_real()
 
 
 @elementwise("abs", rule=_abs_rule, operators=("__abs__",))

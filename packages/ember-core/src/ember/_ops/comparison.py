@@ -4,7 +4,7 @@ import numpy as np
 from .. import _dtype as D
 from .. import _kernels
 from .. import _promotion as P
-from .._registry import TORCH_NAME, elementwise, op
+from .._registry import TORCH_NAME, compute_dtype, elementwise, op
 from .._tensor import Tensor
 
 
@@ -13,7 +13,7 @@ def _ordered_rule(name):
     def rule(p, dtypes, **kwargs):
         if p.is_complex:
             raise NotImplementedError(f"\"{name}_cpu\" not implemented for '{TORCH_NAME[p]}'")
-        return (D.float32 if p in (D.float16, D.bfloat16) else p), D.bool
+        return compute_dtype(p), D.bool
     return rule
 
 
@@ -73,7 +73,7 @@ def _real_rule(name):
     def rule(p, dtypes, **kwargs):
         if p.is_complex:
             raise RuntimeError(f"{name} not implemented for complex tensors.")
-        return (D.float32 if p in (D.float16, D.bfloat16) else p), p
+        return compute_dtype(p), p
     return rule
 
 
@@ -158,7 +158,7 @@ def clamp(xp, input, min=None, max=None):
         raise NotImplementedError("clamp is not supported for complex types")
     if rd is D.bool:
         raise NotImplementedError("\"clamp_cpu\" not implemented for 'Bool'")
-    cd = D.float32 if rd in (D.float16, D.bfloat16) else rd
+    cd = compute_dtype(rd)
     x = input.astype(D.storage(cd), copy=False)
     lo = None if min is None else _as_array(xp, min, D.storage(cd))
     hi = None if max is None else _as_array(xp, max, D.storage(cd))

@@ -7,26 +7,13 @@ import numpy as np
 
 from .. import _dtype as D
 from .. import _promotion as P
-from .._registry import TORCH_NAME, elementwise, op
+from .._registry import TORCH_NAME, compute_dtype, elementwise, op
 from .._tensor import Tensor
 from .arithmetic import abs as abs_op
-from .arithmetic import neg
+from .arithmetic import neg, quiet
 from .comparison import clamp, where
 
 _HALF = (D.float16, D.bfloat16)
-
-
-def compute_dtype(d):
-    return D.float32 if d in _HALF else d
-
-
-def quiet(impl):
-    """Run ``impl`` with NumPy's floating-point warnings off: NaN/inf results are PyTorch's too."""
-    @functools.wraps(impl)
-    def run(*args, **kwargs):
-        with np.errstate(all="ignore"):
-            return impl(*args, **kwargs)
-    return run
 
 
 def alias(name, target, **options):
@@ -668,7 +655,10 @@ def _elu(xp, input, alpha, scale, input_scale):
 
 
 def _elu_grad(g, x, alpha, scale, input_scale):
-    return g * where(x <= 0, (x * input_scale).exp() * (alpha * scale * input_scale), scale)
+    # exp of the input masked to its negative part: the unused branch stays finite (no NaN at +inf or NaN
+    # inputs in the second order), as PyTorch's double backward
+    neg_part = x <= 0
+    return g * where(neg_part, (where(neg_part, x, 0.0) * input_scale).exp() * (alpha * scale * input_scale), scale)
 
 
 @op("selu", method=False, inplace=True)

@@ -7,7 +7,7 @@ from .. import _dtype as D
 from .. import _kernels
 from .. import _promotion as P
 from .._factory import arange
-from .._registry import TORCH_NAME, op
+from .._registry import TORCH_NAME, compute_dtype, op
 from .._tensor import Tensor
 from .comparison import maximum, minimum, where
 from .shape import cat
@@ -133,7 +133,7 @@ _SUM = _kernels.reduction_kernel("ember_sum", "T x", "T y", "x", "a + b", "y = a
 def _sum_dtypes(x, dtype):
     src = dtype_of(x) if dtype is None else dtype
     rd = D.int64 if src.category < 2 else src
-    return (D.float32 if rd in (D.float16, D.bfloat16) else rd), rd
+    return compute_dtype(rd), rd
 
 
 @op("sum")
