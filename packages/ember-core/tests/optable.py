@@ -52,7 +52,7 @@ def values(dtype, shape, rng, special=False):
 def tensor(lib, arr, dtype):
     dt = getattr(lib, dtype)
     if lib is torch:
-        return torch.from_numpy(np.ascontiguousarray(arr)).to(dt)
+        return torch.from_numpy(np.array(arr, copy=True)).to(dt)  # a copy: in-place torch ops must not touch the sample
     # ember builds bfloat16/float16 from the same float64 values, rounding as torch does
     return ember.tensor(np.ascontiguousarray(arr)).to(dt)
 

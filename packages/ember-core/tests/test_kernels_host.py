@@ -43,6 +43,10 @@ ORACLES = {
     # the kernel's first product either way)
     "ember_addcmul": lambda a, b, c, v: ember.addcmul(_t(a), _t(v * b), _t(c)).numpy(),
     "ember_addcdiv": lambda a, b, c, v: ember.addcdiv(_t(a), _t(v * b), _t(c)).numpy(),
+    "ember_softmax_sum": lambda x, m: ember.exp(_t(x) - _t(m)).sum().numpy(),
+    # exp in double and rounded: the host's expf is correctly rounded where NumPy's float32 exp may be 1 ulp off
+    "ember_softmax": lambda x, m, s: (ember.exp((_t(x) - _t(m)).double()).to(_t(x).dtype) / _t(s)).numpy(),
+    "ember_log_softmax": lambda x, m, s: (_t(x) - _t(m) - ember.log(_t(s))).numpy(),
 }
 
 HOST_PRELUDE = """#include <cmath>

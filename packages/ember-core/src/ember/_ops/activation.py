@@ -1,0 +1,411 @@
+"""Neural-network activations: softmax/log_softmax (fused on CuPy), GELU, SiLU, Mish, the hard and soft
+families, ELU, leaky/parametric/randomized ReLU, log-sigmoid and GLU. Also the small helpers the other
+neural-network op files share (argument binding in VJPs, float-only inputs)."""
+import functools
+import inspect
+import math
+
+import numpy as np
+
+from .. import _dtype as D
+from .. import _kernels
+from .._random import _draws_for
+from .._registry import TORCH_NAME, op
+from .comparison import where
+from .pointwise import _elu, _elu_grad, quiet
+
+_HALF = (np.dtype(np.float16), D.bfloat16.np)
+
+
+# ---- helpers shared by the neural-network op files -----------------------------------------------
+@functools.cache
+def _signature(impl):
+    return inspect.signature(impl)
+
+
+def bound(ctx, o):
+    """The arguments of the call a VJP differentiates, by parameter name of op ``o``, defaults filled."""
+    b = _signature(o.impl).bind(None, *ctx.args, **ctx.kwargs)
+    b.apply_defaults()
+    return dict(list(b.arguments.items())[1:])
+
+
+def grads(ctx, o, **named):
+    """One gradient per positional argument of the call, taken from ``named`` by parameter name."""
+    names = list(_signature(o.impl).parameters)[1:]
+    return tuple(named.get(n) for n in names[:len(ctx.args)])
+
+
+def tname(a):
+    return TORCH_NAME[D.FROM_NP[a.dtype]]
+
+
+def up(a):
+    """Half-precision arrays as float32 (computed there and rounded back); others unchanged."""
+    return a.astype(np.float32) if a.dtype in _HALF else a
+
+
+def floating(a, kernel):
+    """``a`` upcast for computing; PyTorch's NotImplementedError for integer and bool inputs."""
+    if a.dtype.kind not in "fV":
+        raise NotImplementedError(f"\"{kernel}\" not implemented for '{tname(a)}'")
+    return up(a)
+
+
+def same_dtype(name, *arrays):
+    """PyTorch's error when tensors that must share a dtype do not."""
+    arrays = [a for a in arrays if a is not None]
+    for a in arrays[1:]:
+        if a.dtype != arrays[0].dtype:
+            raise RuntimeError(f"{name}: expected scalar type {tname(arrays[0])} but found {tname(a)}")
+
+
+def dim_of(dim, ndim):
+    n = max(ndim, 1)
+    if not -n <= dim < n:
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], but got {dim})")
+    return dim % n
+
+
+# ---- softmax and log_softmax ----------------------------------------------------------------------
+_EXP_SUM = _kernels.reduction_kernel("ember_softmax_sum", "T x, T m", "T s", "exp(x - m)", "a + b", "s = a", "0")
+_SOFTMAX = _kernels.elementwise_kernel("ember_softmax", "T x, T m, T s", "T y", "y = exp(x - m) / s")
+_LOG_SOFTMAX = _kernels.elementwise_kernel("ember_log_softmax", "T x, T m, T s", "T y", "y = x - m - log(s)")
+
+
+@quiet
+def _softmax(xp, input, dim, dtype, log):
+    if dtype is not None:
+        input = input.astype(D.storage(dtype))
+    d = dim_of(dim, input.ndim)
+    if input.size == 0:
+        return input.copy()
+    x = floating(input, f"{'log_softmax' if log else 'softmax'}_lastdim_kernel_impl")
+    if x.ndim == 0:
+        return (xp.zeros_like(input) if log else xp.ones_like(input))
+    m = x.max(axis=d, keepdims=True)
+    if xp is not np:
+        s = _EXP_SUM(x, m, axis=d, keepdims=True)
+        return (_LOG_SOFTMAX if log else _SOFTMAX)(x, m, s).astype(input.dtype)
+    z = x - m
+    e = np.exp(z)
+    s = e.sum(axis=d, keepdims=True)
+    return (z - np.log(s) if log else e / s).astype(input.dtype, copy=False)
+
+
+@op("softmax")
+def softmax(xp, input, dim, dtype=None):
+    """``exp(input)`` normalised to sum to one along ``dim`` (max-shifted for stability)."""
+    return _softmax(xp, input, dim, dtype, False)
+
+
+@op("log_softmax")
+def log_softmax(xp, input, dim, dtype=None):
+    """Logarithm of ``softmax`` along ``dim``, computed as ``x - max - log(sum(exp(x - max)))``."""
+    return _softmax(xp, input, dim, dtype, True)
+
+
+@softmax.vjp
+def _(ctx, g):
+    a = bound(ctx, softmax)
+    y, d = ctx.out, a["dim"]
+    gx = y * (g - (g * y).sum(d, keepdim=True)) if y.dim() else g * 0
+    return grads(ctx, softmax, input=gx.to(a["input"].dtype))
+
+
+@log_softmax.vjp
+def _(ctx, g):
+    a = bound(ctx, log_softmax)
+    y, d = ctx.out, a["dim"]
+    gx = g - y.exp() * g.sum(d, keepdim=True) if y.dim() else g * 0
+    return grads(ctx, log_softmax, input=gx.to(a["input"].dtype))
+
+
+# ---- pointwise activations ----------------------------------------------------------------------
+def activation(name, kernel, *, inplace=False, function=False):
+    """Register a float-only activation ``impl(xp, x, *args)`` (``x`` already upcast; result rounded back)."""
+    def register(impl):
+        @functools.wraps(impl)
+        @quiet
+        def run(xp, input, *args, **kwargs):
+            return xp.asarray(impl(xp, floating(input, kernel), *args, **kwargs)).astype(input.dtype, copy=False)
+        params = list(inspect.signature(impl).parameters.values())
+        run.__signature__ = inspect.Signature([params[0], params[1].replace(name="input")] + params[2:])
+        return op(name, method=function, function=function, inplace=inplace)(run)
+    return register
+
+
+def pointwise_vjp(o, derivative):
+    """VJP ``g * derivative(x, **arguments)`` for a one-tensor activation ``o``."""
+    @o.vjp
+    def _(ctx, g):
+        a = bound(ctx, o)
+        return grads(ctx, o, input=g * derivative(**a))
+
+
+_SQRT_2_PI, _SQRT_1_2 = math.sqrt(2 / math.pi), math.sqrt(0.5)
+
+
+@op("gelu", method=False, function=False)
+@quiet
+def gelu(xp, input, approximate="none"):
+    """Gaussian error linear unit ``x * Phi(x)``; ``approximate='tanh'`` uses the tanh formula."""
+    x = floating(input, "GeluKernelImpl")
+    if approximate == "tanh":
+        r = 0.5 * x * (1 + xp.tanh(_SQRT_2_PI * (x + 0.044715 * x ** 3)))
+    elif approximate == "none":
+        r = 0.5 * x * (1 + erf(xp, x.astype(np.float64) * _SQRT_1_2).astype(x.dtype))
+        if input.dtype in (np.float32, D.bfloat16.np):  # PyTorch's vectorised float erf gives NaN at +inf
+            r = xp.where(x == np.inf, np.nan, r)
+    else:
+        raise RuntimeError(f"approximate argument must be either none or tanh. Got {approximate}")
+    return r.astype(input.dtype, copy=False)
+
+
+def erf(xp, x):
+    """The error function (NumPy has none): its Taylor series near zero, the continued fraction of erfc
+    beyond, both to double precision."""
+    a = xp.abs(x)
+    near = a < 2.5
+    t = xp.where(near, x, 0)
+    t2, term, s = t * t, t, t
+    for n in range(1, 70):
+        term = term * (-t2 / n)
+        s = s + term / (2 * n + 1)
+    b = xp.where(near, 2.5, a)
+    f = b
+    for k in range(80, 0, -1):
+        f = b + (k / 2) / f
+    tail = 1 - xp.exp(-b * b) / (math.sqrt(math.pi) * f)
+    return xp.where(near, s * (2 / math.sqrt(math.pi)), xp.where(x < 0, -tail, tail))
+
+
+def _gelu_grad(input, approximate="none"):
+    if approximate == "tanh":
+        inner = _SQRT_2_PI * (input + 0.044715 * input ** 3)
+        t = inner.tanh()
+        return 0.5 * (1 + t) + 0.5 * input * (1 - t * t) * _SQRT_2_PI * (1 + 3 * 0.044715 * input * input)
+    # Phi(x) = gelu(x) / x (ember has no erf op), 1/2 at zero
+    nz = input != 0
+    cdf = where(nz, gelu.fn(input) / where(nz, input, 1.0), 0.5)
+    return cdf + input * (-0.5 * input * input).exp() * (1 / math.sqrt(2 * math.pi))
+
+
+pointwise_vjp(gelu, _gelu_grad)
+
+
+@activation("silu", "silu")
+def silu(xp, x):
+    """``x * sigmoid(x)``."""
+    return x / (1 + xp.exp(-x))
+
+
+pointwise_vjp(silu, lambda input: input.sigmoid() * (1 + input * (1 - input.sigmoid())))
+
+
+def _softplus_arr(xp, x):
+    return xp.logaddexp(x, 0)
+
+
+@activation("mish", "mish")
+def mish(xp, x):
+    """``x * tanh(softplus(x))``."""
+    return x * xp.tanh(_softplus_arr(xp, x))
+
+
+def _mish_grad(input):
+    t = softplus.fn(input).tanh()
+    return t + input * input.sigmoid() * (1 - t * t)
+
+
+pointwise_vjp(mish, _mish_grad)
+
+
+@op("hardtanh", method=False, function=False, inplace=True)
+def hardtanh(xp, input, min_val=-1.0, max_val=1.0):
+    """``input`` clamped to [min_val, max_val] (NaN propagates; integers too)."""
+    if min_val > max_val:
+        raise ValueError("min_val cannot be greater than max_val")
+    if input.dtype.kind == "b":
+        raise RuntimeError("Bool inputs not supported for hardtanh")
+    x = up(input)
+    lo, hi = (x.dtype.type(int(v) if x.dtype.kind in "iu" else v) for v in (min_val, max_val))
+    return xp.where(x < lo, lo, xp.where(x > hi, hi, x)).astype(input.dtype, copy=False)
+
+
+pointwise_vjp(hardtanh, lambda input, min_val=-1.0, max_val=1.0: (input > min_val) & (input < max_val))
+
+
+@activation("hardsigmoid", "hardsigmoid_cpu", inplace=True)
+def hardsigmoid(xp, x):
+    """Piecewise-linear sigmoid ``clamp(x / 6 + 1 / 2, 0, 1)``."""
+    return xp.clip(x / 6 + 0.5, 0, 1)
+
+
+pointwise_vjp(hardsigmoid, lambda input: ((input > -3) & (input < 3)) / 6.0)
+
+
+@activation("hardswish", "hardswish_cpu", inplace=True)
+def hardswish(xp, x):
+    """``x * hardsigmoid(x)``."""
+    return x * xp.clip(x / 6 + 0.5, 0, 1)
+
+
+pointwise_vjp(hardswish, lambda input: where(input < -3, 0.0, where(input <= 3, input / 3 + 0.5, 1.0)))
+
+
+@op("elu", method=False, function=False, inplace=True)
+def elu(xp, input, alpha=1.0, scale=1.0, input_scale=1.0):
+    """Exponential linear unit: ``x`` for positive inputs, ``alpha * (exp(x) - 1)`` otherwise."""
+    return _elu(xp, input, alpha, scale, input_scale)
+
+
+@elu.vjp
+def _(ctx, g):
+    a = bound(ctx, elu)
+    return grads(ctx, elu, input=_elu_grad(g, a["input"], a["alpha"], a["scale"], a["input_scale"]))
+
+
+@activation("leaky_relu", "leaky_relu_cpu", inplace=True)
+def leaky_relu(xp, x, negative_slope=0.01):
+    """``x`` for positive inputs, ``negative_slope * x`` otherwise."""
+    return xp.where(x > 0, x, x * x.dtype.type(negative_slope))
+
+
+pointwise_vjp(leaky_relu, lambda input, negative_slope=0.01: where(input > 0, 1.0, negative_slope))
+
+
+@activation("softplus", "softplus_cpu")
+def softplus(xp, x, beta=1.0, threshold=20.0):
+    """``log(1 + exp(beta * x)) / beta``, linear where ``beta * x > threshold``."""
+    bx = x * beta
+    return xp.where(bx > threshold, x, _softplus_arr(xp, bx) / beta)
+
+
+pointwise_vjp(softplus, lambda input, beta=1.0, threshold=20.0:
+              where(input * beta > threshold, 1.0, (input * beta).sigmoid()))
+
+
+@op("softsign", method=False, function=False)
+@quiet
+def softsign(xp, input):
+    """``x / (1 + |x|)`` (integers give the default float)."""
+    if input.dtype.kind == "b":
+        raise NotImplementedError("\"abs_cpu\" not implemented for 'Bool'")
+    x = up(input) if input.dtype.kind in "fV" else input.astype(D.get_default_dtype().np)
+    return (x / (1 + xp.abs(x))).astype(input.dtype if input.dtype.kind in "fV" else x.dtype, copy=False)
+
+
+pointwise_vjp(softsign, lambda input: 1 / (1 + input.abs()) - input * input.sign() / (1 + input.abs()) ** 2)
+
+
+@op("tanhshrink", method=False, function=False)
+@quiet
+def tanhshrink(xp, input):
+    """``x - tanh(x)`` (integers give the default float)."""
+    if input.dtype.kind == "b":
+        raise RuntimeError("Subtraction, the `-` operator, with a bool tensor is not supported.")
+    x = up(input) if input.dtype.kind in "fV" else input.astype(D.get_default_dtype().np)
+    return (x - xp.tanh(x)).astype(input.dtype if input.dtype.kind in "fV" else x.dtype, copy=False)
+
+
+pointwise_vjp(tanhshrink, lambda input: input.tanh() ** 2)
+
+
+@activation("softshrink", "softshrink_cpu")
+def softshrink(xp, x, lambd=0.5):
+    """``x`` moved towards zero by ``lambd``; zero within [-lambd, lambd]."""
+    if lambd < 0:
+        raise RuntimeError(f"lambda must be greater or equal to 0, but found to be {lambd}.")
+    return xp.where(x > lambd, x - lambd, xp.where(x < -lambd, x + lambd, x * 0))
+
+
+pointwise_vjp(softshrink, lambda input, lambd=0.5: (input > lambd) | (input < -lambd))
+
+
+@activation("log_sigmoid", "log_sigmoid_cpu")
+def log_sigmoid(xp, x):
+    """``log(sigmoid(x))`` computed as ``-softplus(-x)``."""
+    return -_softplus_arr(xp, -x)
+
+
+pointwise_vjp(log_sigmoid, lambda input: (-input).sigmoid())
+
+
+@op("glu", method=False, function=False)
+def glu(xp, input, dim=-1):
+    """Gated linear unit: the first half of ``dim`` times the sigmoid of the second half."""
+    x = floating(input, "glu_cpu")
+    if x.ndim == 0:
+        raise RuntimeError("glu does not support scalars because halving size must be even")
+    d = dim_of(dim, x.ndim)
+    if x.shape[d] % 2:
+        raise RuntimeError(f"Halving dimension must be even, but dimension {d} is size {x.shape[d]}")
+    a, b = xp.split(x, 2, axis=d)
+    with np.errstate(all="ignore"):
+        return (a / (1 + xp.exp(-b))).astype(input.dtype, copy=False)
+
+
+@glu.vjp
+def _(ctx, g):
+    a = bound(ctx, glu)
+    x, d = a["input"], a["dim"]
+    first, second = x.chunk(2, d)
+    s = second.sigmoid()
+    return grads(ctx, glu, input=from_halves(g * s, g * first * s * (1 - s), d))
+
+
+def from_halves(a, b, d):
+    from .shape import cat
+    return cat([a, b], d)
+
+
+@op("prelu")
+def prelu(xp, input, weight):
+    """``x`` for positive inputs, ``weight * x`` otherwise; ``weight`` has one or ``C`` (dim 1) elements."""
+    same_dtype("prelu", input, weight)
+    x, w = floating(input, "prelu_cpu"), up(weight)
+    if w.size != 1:
+        if x.ndim < 2 or w.ndim != 1 or w.size != x.shape[1]:
+            raise RuntimeError(f"Mismatch of parameter numbers and input channel size. Found parameter numbers = "
+                               f"{w.size} and channel size = {x.shape[1] if x.ndim > 1 else 1}.")
+        w = w.reshape((-1,) + (1,) * (x.ndim - 2))
+    elif w.ndim > x.ndim:
+        raise RuntimeError("prelu: weight has more dimensions than input")
+    return xp.where(x > 0, x, w * x).astype(input.dtype, copy=False)
+
+
+@prelu.vjp
+def _(ctx, g):
+    x, w = ctx.args
+    wb = w if w.numel() == 1 else w.reshape((-1,) + (1,) * (x.dim() - 2))
+    pos = x > 0
+    gw = where(pos, 0.0, g * x)
+    gw = gw.sum().reshape(w.shape) if w.numel() == 1 else gw.sum_to_size(wb.shape).reshape(w.shape)
+    return where(pos, g, g * wb), gw
+
+
+@op("rrelu", method=False, inplace=True)
+def rrelu(xp, input, lower=1.0 / 8, upper=1.0 / 3, training=False, generator=None):
+    """Leaky ReLU with the slope drawn uniformly from [lower, upper] per element when training (their mean
+    otherwise)."""
+    x = floating(input, "rrelu_with_noise_cpu")
+    if not training:
+        slope = x.dtype.type((lower + upper) / 2)
+    else:
+        if input.dtype == np.float16:  # PyTorch draws no random slopes in float16
+            raise NotImplementedError(f"\"rrelu_with_noise_out_cpu\" not implemented for '{tname(input)}'")
+        u = xp.asarray(_draws_for(generator, input).random(x.shape))
+        slope = (lower + (upper - lower) * u).astype(x.dtype)
+    return xp.where(x >= 0, x, x * slope).astype(input.dtype, copy=False)
+
+
+@rrelu.vjp
+def _(ctx, g):
+    a = bound(ctx, rrelu)
+    x, lower, upper = a["input"], a["lower"], a["upper"]
+    if a["training"]:  # the slope each element drew: the output over the input where that is negative
+        slope = where(x < 0, ctx.out / where(x < 0, x, 1.0), 1.0)
+    else:
+        slope = where(x > 0, 1.0, (lower + upper) / 2)
+    return grads(ctx, rrelu, input=g * slope)

@@ -1,0 +1,266 @@
+"""Dropout (plain, alpha, per-feature; masks from ember's generator), embedding lookup, pixel and channel
+shuffles, cosine similarity and pairwise distance."""
+import numpy as np
+
+from .. import _dtype as D
+from .. import _promotion as P
+from .._random import _draws_for
+from .._registry import op
+from .activation import bound, grads, tname, up
+from .comparison import where
+
+_ALPHA = 1.7580993408473766  # the SELU negative saturation value, -scale * alpha
+
+
+# ---- dropout -------------------------------------------------------------------------------------
+def _keep(xp, input, p, feature):
+    """A float mask: 1 where kept (probability 1 - p), per element or per (sample, channel) plane."""
+    shape = input.shape[:2] + (1,) * (input.ndim - 2) if feature else input.shape
+    return xp.asarray(_draws_for(None, input).random(shape) >= p)
+
+
+def _dropout(xp, input, p, train, alpha, feature):
+    if p < 0 or p > 1:
+        raise RuntimeError(f"dropout probability has to be between 0 and 1, but got {p}")
+    if not train:
+        return input
+    if feature and input.ndim < 2:
+        raise RuntimeError("Feature dropout requires at least 2 dimensions in the input")
+    if p == 0:
+        return input
+    if p == 1:
+        return input * input.dtype.type(0)
+    if input.dtype.kind not in "fV":
+        raise NotImplementedError(f"\"dropout\" not implemented for '{tname(input)}'")
+    x = up(input)
+    keep = _keep(xp, input, p, feature).astype(x.dtype)
+    if alpha:
+        a = 1 / np.sqrt((_ALPHA * _ALPHA * p + 1) * (1 - p))
+        r = x * (keep * a) + ((keep - 1) * (_ALPHA * a) + _ALPHA * a * p)
+    else:
+        r = x * (keep / (1 - p))
+    return r.astype(input.dtype, copy=False)
+
+
+def _dropout_op(name, alpha, feature):
+    def impl(xp, input, p, train):
+        return _dropout(xp, input, p, train, alpha, feature)
+    impl.__doc__ = (f"{'Alpha d' if alpha else 'D'}ropout{' of whole channels' if feature else ''}: when ``train``, "
+                    f"elements are zeroed with probability ``p`` and the rest "
+                    f"{'rescaled to keep mean and variance' if alpha else 'scaled by 1 / (1 - p)'}.")
+    o = op(name, method=False, inplace=True)(impl)
+
+    @o.vjp
+    def _(ctx, g):
+        # the kept elements are those whose output is their input rescaled: nonzero, or with a zero input
+        a = bound(ctx, o)
+        x, p = a["input"], a["p"]
+        if not a["train"] or p == 0:
+            return grads(ctx, o, input=g)
+        if p == 1:
+            return grads(ctx, o, input=g * 0)
+        scale = 1 / np.sqrt((_ALPHA * _ALPHA * p + 1) * (1 - p)) if alpha else 1 / (1 - p)
+        if alpha:  # dropped elements all take one value: alpha * a * p - alpha * a
+            kept = (ctx.out != _ALPHA * scale * (p - 1)) | (x * scale + _ALPHA * scale * p == _ALPHA * scale * (p - 1))
+        else:
+            kept = (ctx.out != 0) | (x == 0)
+        return grads(ctx, o, input=where(kept, g * scale, 0.0))
+    return o
+
+
+dropout = _dropout_op("dropout", False, False)
+alpha_dropout = _dropout_op("alpha_dropout", True, False)
+feature_dropout = _dropout_op("feature_dropout", False, True)
+feature_alpha_dropout = _dropout_op("feature_alpha_dropout", True, True)
+
+
+@op("native_dropout", method=False)
+def native_dropout(xp, input, p, train):
+    """Dropout returning its boolean keep mask too (the exact gradient needs it)."""
+    if p < 0 or p > 1:
+        raise RuntimeError(f"dropout probability has to be between 0 and 1, but got {p}")
+    if not train or p == 0:
+        return input.copy(), xp.ones(input.shape, bool)
+    x = up(input)
+    keep = _keep(xp, input, p, False) if p < 1 else xp.zeros(input.shape, bool)
+    scale = 0.0 if p == 1 else 1 / (1 - p)
+    return (x * (keep * scale)).astype(input.dtype, copy=False), keep
+
+
+@native_dropout.vjp
+def _(ctx, g, gmask=None):
+    a = bound(ctx, native_dropout)
+    p = a["p"]
+    if not a["train"] or p == 0:
+        return grads(ctx, native_dropout, input=g)
+    return grads(ctx, native_dropout, input=g * ctx.out[1] * (0.0 if p == 1 else 1 / (1 - p)))
+
+
+# ---- embedding -----------------------------------------------------------------------------------
+@op("embedding", method=False)
+def embedding(xp, weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
+    """Rows of ``weight`` picked by integer ``indices`` (result shape: indices' shape + the row's)."""
+    if indices.dtype not in (np.int64, np.int32):
+        raise RuntimeError(f"Expected tensor for argument #1 'indices' to have one of the following scalar types: "
+                           f"Long, Int; but got {tname(indices)} instead (while checking arguments for embedding)")
+    if weight.ndim != 2:
+        raise RuntimeError("'weight' must be 2-D")
+    if indices.size and (indices.min() < 0 or indices.max() >= weight.shape[0]):
+        raise IndexError("index out of range in self")
+    return weight[indices]
+
+
+@embedding.vjp
+def _(ctx, g):
+    a = bound(ctx, embedding)
+    w, idx, pad = a["weight"], a["indices"].reshape(-1), a["padding_idx"]
+    rows = g.reshape((-1, w.shape[1]))
+    if a["scale_grad_by_freq"]:
+        counts = idx.new_zeros(w.shape[0]).index_add(0, idx, idx.new_ones(idx.shape))
+        rows = rows / counts.index_select(0, idx).unsqueeze(1).to(g.dtype)
+    if pad is not None and pad >= 0:  # the padding row gets no gradient
+        rows = where((idx != pad).unsqueeze(1), rows, 0.0)
+    return grads(ctx, embedding, weight=g.new_zeros(w.shape).index_add(0, idx, rows))
+
+
+# ---- shuffles ------------------------------------------------------------------------------------
+def _shuffle_check(name, x, r, what):
+    if x.ndim < 3:
+        raise RuntimeError(f"{name} expects input to have at least 3 dimensions, but got input with {x.ndim} "
+                           f"dimension(s)")
+    if r <= 0:
+        raise RuntimeError(f"{name} expects a positive {what}, but got {r}")
+
+
+@op("pixel_shuffle", method=False)
+def pixel_shuffle(xp, input, upscale_factor):
+    """(*, C r^2, H, W) to (*, C, H r, W r): channel blocks become spatial blocks."""
+    r = upscale_factor
+    _shuffle_check("pixel_shuffle", input, r, "upscale_factor")
+    *lead, C, H, W = input.shape
+    if C % (r * r):
+        raise RuntimeError(f"pixel_shuffle expects its input's 'channel' dimension to be divisible by the square of "
+                           f"upscale_factor, but input.size(-3)={C} is not divisible by {r * r}")
+    x = input.reshape(tuple(lead) + (C // (r * r), r, r, H, W))
+    n = len(lead)
+    x = x.transpose(tuple(range(n)) + (n, n + 3, n + 1, n + 4, n + 2))
+    return xp.ascontiguousarray(x).reshape(tuple(lead) + (C // (r * r), H * r, W * r))
+
+
+@op("pixel_unshuffle", method=False)
+def pixel_unshuffle(xp, input, downscale_factor):
+    """(*, C, H r, W r) to (*, C r^2, H, W): the inverse of ``pixel_shuffle``."""
+    r = downscale_factor
+    _shuffle_check("pixel_unshuffle", input, r, "downscale_factor")
+    *lead, C, H, W = input.shape
+    if H % r or W % r:
+        raise RuntimeError(f"pixel_unshuffle expects height and width to be divisible by downscale_factor, but got "
+                           f"height={H} and width={W} for downscale_factor={r}")
+    n = len(lead)
+    x = input.reshape(tuple(lead) + (C, H // r, r, W // r, r))
+    x = x.transpose(tuple(range(n)) + (n, n + 2, n + 4, n + 1, n + 3))
+    return xp.ascontiguousarray(x).reshape(tuple(lead) + (C * r * r, H // r, W // r))
+
+
+@pixel_shuffle.vjp
+def _(ctx, g):
+    return pixel_unshuffle.fn(g, bound(ctx, pixel_shuffle)["upscale_factor"]), None
+
+
+@pixel_unshuffle.vjp
+def _(ctx, g):
+    return pixel_shuffle.fn(g, bound(ctx, pixel_unshuffle)["downscale_factor"]), None
+
+
+@op("channel_shuffle", method=False)
+def channel_shuffle(xp, input, groups):
+    """Channels (dim 1) regrouped: (groups, C / groups) read transposed."""
+    if input.ndim < 3:
+        raise RuntimeError(f"channel_shuffle expects input to have at least 3 dimensions, but got input with "
+                           f"{input.ndim} dimension(s)")
+    if groups <= 0:
+        raise RuntimeError(f"Number of groups to divide channels in must be positive. Value of groups:{groups}")
+    C = input.shape[1]
+    if C % groups:
+        raise RuntimeError(f"Number of channels must be divisible by groups. Got {C} channels and {groups} groups.")
+    x = input.reshape((input.shape[0], groups, C // groups) + input.shape[2:]).swapaxes(1, 2)
+    return xp.ascontiguousarray(x).reshape(input.shape)
+
+
+@channel_shuffle.vjp
+def _(ctx, g):
+    groups = bound(ctx, channel_shuffle)["groups"]
+    return channel_shuffle.fn(g, g.shape[1] // groups), None
+
+
+# ---- similarities and distances --------------------------------------------------------------------
+@op("cosine_similarity", method=False)
+def cosine_similarity(xp, x1, x2, dim=1, eps=1e-08):
+    """Cosine of the angle between ``x1`` and ``x2`` along ``dim`` (broadcast), norms clamped below by ``eps``."""
+    if x1.dtype.kind not in "fV" or x2.dtype.kind not in "fV":
+        raise RuntimeError(f"cosine_similarity requires floating point inputs, got {tname(x1)} and {tname(x2)}")
+    a, b = up(x1), up(x2)
+    shape = P.broadcast_shapes(a.shape, b.shape)
+    eps = float(np.float16(eps)) if np.float16 in (x1.dtype, x2.dtype) else eps  # PyTorch clamps in float16
+    n = max(len(shape), 1)
+    if not -n <= dim < n:
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], but got {dim})")
+    a, b = xp.broadcast_to(a, shape), xp.broadcast_to(b, shape)
+    na = xp.maximum(xp.sqrt((a * a).sum(dim)), eps)
+    nb = xp.maximum(xp.sqrt((b * b).sum(dim)), eps)
+    return ((a / xp.expand_dims(na, dim)) * (b / xp.expand_dims(nb, dim))).sum(dim).astype(
+        np.result_type(x1.dtype, x2.dtype), copy=False)
+
+
+@cosine_similarity.vjp
+def _(ctx, g):
+    a = bound(ctx, cosine_similarity)
+    shape = P.broadcast_shapes(a["x1"].shape, a["x2"].shape)
+    x1, x2, dim, eps = a["x1"].expand(shape), a["x2"].expand(shape), a["dim"], a["eps"]
+    n1 = (x1 * x1).sum(dim, keepdim=True).sqrt()
+    n2 = (x2 * x2).sum(dim, keepdim=True).sqrt()
+    c1, c2 = n1.clamp(min=eps), n2.clamp(min=eps)
+    u1, u2 = x1 / c1, x2 / c2
+    gu = g.unsqueeze(dim)
+    cos = (u1 * u2).sum(dim, keepdim=True)
+    # through x / max(|x|, eps): the projection removing the radial part only where the norm exceeds eps
+    g1 = gu * u2 / c1 - where(n1 > eps, gu * cos * u1 / c1, 0.0)
+    g2 = gu * u1 / c2 - where(n2 > eps, gu * cos * u2 / c2, 0.0)
+    return g1.sum_to_size(a["x1"].shape), g2.sum_to_size(a["x2"].shape)
+
+
+@op("pairwise_distance", method=False)
+def pairwise_distance(xp, x1, x2, p=2.0, eps=1e-06, keepdim=False):
+    """``p``-norm of ``x1 - x2 + eps`` along the last dim (broadcast)."""
+    P.broadcast_shapes(x1.shape, x2.shape)
+    rd = P.array_result_type(x1, x2)
+    rd = (D.get_default_dtype() if rd.category < 2 else rd).np  # the float eps promotes integers
+    d = up(x1.astype(rd)) - up(x2.astype(rd)) + eps
+    shape = d.shape
+    if not shape:
+        return xp.abs(d).astype(rd)
+    ad = xp.abs(d)
+    if p == float("inf"):
+        r = ad.max(-1, keepdims=keepdim)
+    elif p == 0:
+        r = (ad != 0).sum(-1, keepdims=keepdim).astype(d.dtype)
+    else:
+        r = (ad ** p).sum(-1, keepdims=keepdim) ** (1 / p)
+    return r.astype(rd, copy=False)
+
+
+@pairwise_distance.vjp
+def _(ctx, g):
+    a = bound(ctx, pairwise_distance)
+    x1, x2, p, keepdim = a["x1"], a["x2"], a["p"], a["keepdim"]
+    d = x1 - x2 + a["eps"]
+    out = ctx.out if keepdim or d.dim() == 0 else ctx.out.unsqueeze(-1)
+    gu = g if keepdim or d.dim() == 0 else g.unsqueeze(-1)
+    if p == float("inf"):
+        gd = where(d.abs() == out, gu * d.sign(), 0.0)
+        gd = gd / (d.abs() == out).sum(-1, keepdim=True).clamp(min=1) if d.dim() else gd
+    elif p == 0:
+        gd = d * 0
+    else:
+        gd = gu * d.sign() * d.abs() ** (p - 1) / where(out == 0, 1.0, out ** (p - 1))
+    return gd.sum_to_size(x1.shape), (-gd).sum_to_size(x2.shape)
