@@ -12,7 +12,7 @@ import weakref
 import ember
 from ember._tensor import Tensor
 
-from . import grad_mode
+from . import anomaly_mode, grad_mode
 
 _seq = itertools.count()
 _FREED = ("Trying to backward through the graph a second time (or directly access saved tensors after they have "
@@ -24,10 +24,11 @@ _FREED = ("Trying to backward through the graph a second time (or directly acces
 class SavedContext:
     """What a VJP sees: the call's arguments and result, checked against in-place changes on access."""
 
-    __slots__ = ("_args", "kwargs", "_out", "_versions", "_node")
+    __slots__ = ("_args", "kwargs", "_out", "_versions", "_node", "_plain")
 
     def __init__(self, args, kwargs, out, node, inputs, outputs):
         self._args, self.kwargs, self._out, self._node = args, kwargs, out, node
+        self._plain = None  # (args, out) cut from the graph, made once for VJPs run without create_graph
         self._versions = ([(t, t._version[0]) for t in inputs], [(t, t._version[0]) for t in outputs])
 
     def _check(self, which):
@@ -46,16 +47,21 @@ class SavedContext:
     def args(self):
         """The call's arguments (checked: none changed in place since the call)."""
         self._check(0)
-        return self._args if grad_mode.MODE.enabled else _detached(self._args)
+        return self._args if grad_mode.MODE.enabled else self._cut()[0]
 
     @property
     def out(self):
         """The call's result (checked: not changed in place since the call)."""
         self._check(1)
-        return self._out if grad_mode.MODE.enabled else _detached(self._out)
+        return self._out if grad_mode.MODE.enabled else self._cut()[1]
+
+    def _cut(self):
+        if self._plain is None:
+            self._plain = (_detached(self._args), _detached(self._out))
+        return self._plain
 
     def free(self):
-        self._args = self._out = self._versions = None
+        self._args = self._out = self._versions = self._plain = None
 
 
 _LEGACY = {ember.float32: "torch.FloatTensor", ember.float64: "torch.DoubleTensor", ember.float16: "torch.HalfTensor",
@@ -86,19 +92,21 @@ class Node:
     __slots__ = ("_vjp", "_name", "_ctx", "next_functions", "_in_meta", "_out_meta", "_structure", "_pre_hooks",
                  "_hooks", "seq", "metadata", "_trace", "materialize", "__weakref__")
 
-    def __init__(self, name, vjp, args, kwargs, outputs):
+    def __init__(self, name, vjp, args, kwargs, outputs, as_tuple=False, inputs=None):
         self._vjp, self._name = vjp, name
         self.seq = next(_seq)
         self._pre_hooks = self._hooks = self._trace = None
         self.metadata = {}
         self.materialize = True  # unused float outputs get zero gradients (custom Functions may opt out)
-        inputs = _flat_tensors(args)
+        if inputs is None:
+            inputs = _flat_tensors(args)
         self.next_functions = tuple(edge_of(t) if t._rg else (None, 0) for t in inputs)
         self._in_meta = [(t._data.shape, t.dtype, t.device) if t._rg else None for t in inputs]
         self._structure = args
         self._out_meta = [(o._data.shape, o.dtype, o.device) for o in outputs]
-        self._ctx = SavedContext(args, kwargs, outputs[0] if len(outputs) == 1 else tuple(outputs), self, inputs,
-                                 outputs)
+        # ctx.out: one tensor, or a tuple when several (or the op returned a tuple, even of one)
+        out = outputs[0] if len(outputs) == 1 and not as_tuple else tuple(outputs)
+        self._ctx = SavedContext(args, kwargs, out, self, inputs, outputs)
 
     def name(self):
         return self._name
@@ -270,17 +278,21 @@ def run_backward(roots, grad_roots, retain_graph=False, create_graph=False, inpu
             _, _, node = heapq.heappop(ready)
             grads = buffers.pop(node, {})
             outs = [grads.get(i) for i in range(len(node._out_meta))]
-            outs = _run_pre_hooks(node, outs)
-            for k, g in enumerate(outs):
-                for pos in targets.get((node, k), ()):
-                    captured[pos] = g
-            if isinstance(node, AccumulateGrad):
+            if node._pre_hooks:
+                outs = _run_pre_hooks(node, outs)
+            if targets:
+                for k, g in enumerate(outs):
+                    for pos in targets.get((node, k), ()):
+                        captured[pos] = g
+            if type(node) is AccumulateGrad:
                 if accumulate and outs[0] is not None and (inputs is None or (node, 0) in targets):
                     node.accumulate(outs[0], create_graph)
                 continue
             if needed is not None and node not in needed:
                 continue
-            if all(g is None for g in outs):
+            if None not in outs:
+                next_grads = _apply(node, outs)
+            elif all(g is None for g in outs):
                 next_grads = [None] * len(node.next_functions)
             else:
                 if node.materialize:
@@ -307,11 +319,7 @@ def run_backward(roots, grad_roots, retain_graph=False, create_graph=False, inpu
 
 
 def _apply(node, outs):
-    from . import anomaly_mode
-    if not anomaly_mode.is_anomaly_enabled():
-        grads = node.apply(outs)
-    else:
-        grads = anomaly_mode.checked_apply(node, outs)
+    grads = node.apply(outs) if not anomaly_mode._STATE.enabled else anomaly_mode.checked_apply(node, outs)
     for hook in node._hooks or ():
         new = hook(grads, outs)
         if new is not None:

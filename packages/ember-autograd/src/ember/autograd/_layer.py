@@ -55,8 +55,12 @@ def autograd_layer(call, call_next):
     op = call.op
     if call.mode == "out":
         raise RuntimeError(_OUT_ERROR.format(op.name))
-    _bind_tensor_kwargs(call)
+    if call.kwargs:
+        _bind_tensor_kwargs(call)
     args = call.args
+    inputs = call.tensors()  # after binding: the tensors among the positional arguments...
+    if call.kwargs and any(isinstance(v, Tensor) for v in call.kwargs.values()):
+        inputs = None  # ...unless a keyword tensor could not be bound: the node then finds them itself
     if call.mode == "inplace":
         target = args[0]
         if target.grad_fn is None and target._rg:
@@ -65,11 +69,13 @@ def autograd_layer(call, call_next):
         if base is not None and base.grad_fn is None and base._rg:
             raise RuntimeError("a view of a leaf Variable that requires grad is being used in an in-place operation.")
         args = (_snapshot(target),) + tuple(args[1:])
+        inputs = [args[0]] + inputs[1:] if inputs is not None else None
     result = call_next(call)
     if not op.differentiable:
         return result
     outputs = _flat_tensors(result)
-    node = Node(node_name(op), op.vjp_fn or _missing_vjp(op), args, call.kwargs, outputs)
+    node = Node(node_name(op), op.vjp_fn or _missing_vjp(op), args, call.kwargs, outputs,
+                as_tuple=isinstance(result, tuple), inputs=inputs)
     if anomaly_mode._STATE.enabled:
         node._trace = anomaly_mode.forward_trace()
     if call.mode == "inplace" and target._base is not None and _chain(target) is not None:
