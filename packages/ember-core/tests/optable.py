@@ -52,9 +52,11 @@ def values(dtype, shape, rng, special=False):
 def tensor(lib, arr, dtype):
     dt = getattr(lib, dtype)
     if lib is torch:
-        return torch.from_numpy(np.array(arr, copy=True)).to(dt)  # a copy: in-place torch ops must not touch the sample
+        # a copy (in-place torch ops must not touch the sample); empty ones with torch's strides, not NumPy's zeros
+        a = np.array(arr, order="C")
+        return torch.from_numpy(a).to(dt) if a.size else torch.empty(a.shape, dtype=dt)
     # ember builds bfloat16/float16 from the same float64 values, rounding as torch does
-    return ember.tensor(np.ascontiguousarray(arr)).to(dt)
+    return ember.tensor(np.array(arr, order="C")).to(dt)
 
 
 def convert(lib, x, dtype):

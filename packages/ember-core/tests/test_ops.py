@@ -119,8 +119,8 @@ def test_vjp_matches_torch_autograd(line):
         leaves = [a for a in _flat(list(targs) + list(tkw.values())) if isinstance(a, torch.Tensor) and a.requires_grad]
         if not leaves or not any(o.requires_grad for o in touts):
             continue
-        gs = [torch.from_numpy(rng.standard_normal(o.shape) + (1j * rng.standard_normal(o.shape) if o.is_complex() else 0))
-              for o in touts]
+        gs = [torch.from_numpy(np.asarray(rng.standard_normal(o.shape) + 1j * rng.standard_normal(o.shape)
+                                          if o.is_complex() else rng.standard_normal(o.shape))) for o in touts]
         diff = [(o, g) for o, g in zip(touts, gs) if o.requires_grad]
         expected = torch.autograd.grad([o for o, _ in diff], leaves, [g for _, g in diff], allow_unused=True)
 

@@ -422,7 +422,7 @@ def einsum(xp, *args):
     if dt == np.bool_ and len(ops) > 1:
         raise NotImplementedError("\"bmm\" not implemented for 'Bool'")
     # pairwise from the left, as PyTorch contracts (BLAS for each pair)
-    path = ["einsum_path"] + [(0, 1)] * (len(ops) - 1) if len(ops) > 1 else False
+    path = ["einsum_path"] + [(0, 1)] * (len(ops) - 1) if len(ops) > 1 and xp is np else len(ops) > 2
     r = xp.einsum(",".join(terms) + "->" + out, *[upcast(o) for o in ops], optimize=path)
     return _rounded(xp.asarray(r), dt if dt != np.bool_ else np.int64)
 
@@ -543,7 +543,7 @@ def trace(xp, input):
     if input.ndim != 2:
         raise RuntimeError(f"trace: expected a matrix, but got tensor with dim {input.ndim}")
     dt = np.int64 if input.dtype.kind in "iu" else input.dtype
-    return xp.asarray(xp.trace(upcast(input), dtype=upcast(xp.empty(0, dt)).dtype)).astype(dt)
+    return xp.asarray(xp.trace(upcast(input).astype(dt if dt not in _HALF else np.float32, copy=False))).astype(dt)
 
 
 @trace.vjp
