@@ -148,7 +148,15 @@ class ModuleList(Module):
     def __repr__(self):
         if not self._modules:
             return "ModuleList()"
-        lines = [f"({name}): " + _addindent(repr(m), 2) for name, m in self._modules.items()]
+        # runs of identical modules print once, as "(0-3): 4 x Layer(...)" (PyTorch's layout)
+        reprs = [_addindent(repr(m), 2) for m in self._modules.values()]
+        lines, start = [], 0
+        for i in range(1, len(reprs) + 1):
+            if i == len(reprs) or reprs[i] != reprs[start]:
+                count = i - start
+                prefix = f"({start}): " if count == 1 else f"({start}-{i - 1}): {count} x "
+                lines.append(prefix + reprs[start])
+                start = i
         return "ModuleList(\n  " + "\n  ".join(lines) + "\n)"
 
 

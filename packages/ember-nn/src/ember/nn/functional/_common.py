@@ -1,0 +1,44 @@
+"""Helpers shared by the functional files: registry look-ups, argument tuples, loss reductions."""
+import collections.abc
+import warnings
+
+from ember._registry import REGISTRY
+
+
+def core(name):
+    """The public function of registry op ``name`` (looked up per call: ember-core files are import-order free)."""
+    return REGISTRY[name].fn
+
+
+def core_(name):
+    """The in-place form of registry op ``name``."""
+    return REGISTRY[name].inplace_fn
+
+
+def ntuple(value, n):
+    """``value`` repeated ``n`` times unless it already is a sequence."""
+    if isinstance(value, collections.abc.Iterable):
+        return tuple(value)
+    return (value,) * n
+
+
+_REDUCTIONS = ("none", "mean", "sum")
+
+
+def reduction_of(size_average, reduce, reduction):
+    """The ``reduction`` string, honouring the deprecated ``size_average``/``reduce`` flags as PyTorch does."""
+    if size_average is None and reduce is None:
+        if reduction not in _REDUCTIONS:
+            raise ValueError(f"{reduction} is not a valid value for reduction")
+        return reduction
+    warnings.warn("size_average and reduce args will be deprecated, please use reduction='...' instead.",
+                  stacklevel=3)
+    size_average = True if size_average is None else size_average
+    reduce = True if reduce is None else reduce
+    return "mean" if size_average and reduce else "sum" if reduce else "none"
+
+
+def reduce_loss(loss, reduction):
+    if reduction == "mean":
+        return loss.mean()
+    return loss.sum() if reduction == "sum" else loss

@@ -1,0 +1,25 @@
+"""Helpers shared by the layer files: tuple arguments and factory keyword arguments."""
+import collections.abc
+
+
+def _ntuple(n):
+    def parse(x):
+        if isinstance(x, collections.abc.Iterable) and not isinstance(x, str):
+            return tuple(x)
+        return (x,) * n
+    return parse
+
+
+_single, _pair, _triple = _ntuple(1), _ntuple(2), _ntuple(3)
+
+
+def factory(device, dtype):
+    """The ``device``/``dtype`` keyword arguments of tensor factories (PyTorch's ``factory_kwargs``)."""
+    return {"device": device, "dtype": dtype}
+
+
+def inplace_str(inplace, first=False):
+    """The ``inplace`` part of an activation's repr."""
+    if not inplace:
+        return ""
+    return "inplace=True" if first else ", inplace=True"

@@ -1,0 +1,40 @@
+"""Upsample, UpsamplingNearest2d and UpsamplingBilinear2d."""
+from .. import functional as F
+from .module import Module
+
+__all__ = ["Upsample", "UpsamplingNearest2d", "UpsamplingBilinear2d"]
+
+
+class Upsample(Module):
+    """Resizes to ``size`` or by ``scale_factor`` (nearest, linear, bilinear, bicubic, trilinear...)."""
+
+    def __init__(self, size=None, scale_factor=None, mode="nearest", align_corners=None,
+                 recompute_scale_factor=None):
+        super().__init__()
+        self.name = type(self).__name__
+        self.size = size
+        self.scale_factor = float(scale_factor) if isinstance(scale_factor, (int, float)) else \
+            (tuple(float(f) for f in scale_factor) if scale_factor else None)
+        self.mode, self.align_corners, self.recompute_scale_factor = mode, align_corners, recompute_scale_factor
+
+    def forward(self, input):
+        return F.interpolate(input, self.size, self.scale_factor, self.mode, self.align_corners,
+                             recompute_scale_factor=self.recompute_scale_factor)
+
+    def extra_repr(self):
+        info = f"scale_factor={self.scale_factor!r}" if self.scale_factor is not None else f"size={self.size!r}"
+        return info + f", mode={self.mode!r}"
+
+
+class UpsamplingNearest2d(Upsample):
+    """Nearest-neighbour 2-d upsampling."""
+
+    def __init__(self, size=None, scale_factor=None):
+        super().__init__(size, scale_factor, mode="nearest")
+
+
+class UpsamplingBilinear2d(Upsample):
+    """Bilinear 2-d upsampling with aligned corners."""
+
+    def __init__(self, size=None, scale_factor=None):
+        super().__init__(size, scale_factor, mode="bilinear", align_corners=True)

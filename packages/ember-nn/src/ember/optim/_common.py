@@ -1,0 +1,50 @@
+"""Small pieces the algorithms share: argument checks, state creation, gradient preprocessing."""
+from ember import _backend
+from ember._tensor import Tensor
+
+from .optimizer import _value, scalar_tensor, zeros_state
+
+__all__ = ["check", "check_betas", "next_step", "grad_of", "scalar_tensor", "zeros_state", "xp", "lr_of", "done"]
+
+
+def check(cond, what, value):
+    if not cond:
+        raise ValueError(f"Invalid {what}: {value}")
+
+
+def check_betas(betas):
+    for i, b in enumerate(betas[:2]):
+        check(0.0 <= _value(b) < 1.0, f"beta parameter at index {i}", b)
+
+
+def next_step(state, p):
+    """Increment the state's step counter (a 0-d tensor, as in PyTorch) and return it as a float."""
+    st = state.get("step")
+    if not isinstance(st, Tensor):
+        st = state["step"] = scalar_tensor(float(st or 0), p)
+    st._data += 1
+    return float(st._data)
+
+
+def grad_of(g, p, group, weight_decay=None):
+    """The gradient array negated under ``maximize`` and with L2 weight decay added (a new array when
+    changed: ``p.grad`` itself is never modified)."""
+    if group.get("maximize"):
+        g = -g
+    wd = group.get("weight_decay", 0) if weight_decay is None else weight_decay
+    if wd:
+        g = g + wd * p._data
+    return g
+
+
+def xp(arr):
+    return _backend.xp_of(arr)
+
+
+def lr_of(group):
+    return _value(group["lr"])
+
+
+def done(p):
+    """Mark an in-place update of ``p`` for autograd's saved-tensor checks."""
+    p._bump()

@@ -1,0 +1,204 @@
+"""The Adam family: Adam (optionally AMSGrad, decoupled weight decay), AdamW, Adamax, NAdam, RAdam."""
+import math
+
+from ._common import check, check_betas, done, grad_of, lr_of, next_step, scalar_tensor, xp, zeros_state
+from .optimizer import Optimizer, _value
+
+__all__ = ["Adam", "AdamW", "Adamax", "NAdam", "RAdam"]
+
+
+def _moments(state, g, beta1, beta2):
+    """m <- m + (1 - beta1)(g - m); v <- beta2 v + (1 - beta2) g^2; returns (m, v) arrays."""
+    m, v = state["exp_avg"]._data, state["exp_avg_sq"]._data
+    t = g - m
+    t *= 1 - beta1
+    m += t
+    v *= beta2
+    np_ = xp(g)
+    np_.multiply(g, g, out=t)
+    t *= 1 - beta2
+    v += t
+    return m, v
+
+
+def _check_common(lr, eps, betas, weight_decay):
+    check(_value(lr) >= 0.0, "learning rate", lr)
+    check(eps >= 0.0, "epsilon value", eps)
+    check_betas(betas)
+    check(weight_decay >= 0.0, "weight_decay value", weight_decay)
+
+
+class Adam(Optimizer):
+    """Adaptive moment estimation: bias-corrected first and second moment averages of the gradient;
+    ``amsgrad`` keeps the running maximum of the second moment; ``decoupled_weight_decay`` is AdamW."""
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, amsgrad=False, *,
+                 foreach=None, maximize=False, capturable=False, differentiable=False, fused=None,
+                 decoupled_weight_decay=False):
+        _check_common(lr, eps, betas, weight_decay)
+        super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad,
+                                      maximize=maximize, foreach=foreach, capturable=capturable,
+                                      differentiable=differentiable, fused=fused,
+                                      decoupled_weight_decay=decoupled_weight_decay))
+
+    def step(self, closure=None):
+        loss = self._closure_loss(closure)
+        for group in self.param_groups:
+            lr, eps, wd = lr_of(group), group["eps"], group["weight_decay"]
+            beta1, beta2 = (_value(b) for b in group["betas"])
+            decoupled = group["decoupled_weight_decay"]
+            for p, g in self._grads(group):
+                state = self.state[p]
+                if not state:
+                    state["step"] = scalar_tensor(0.0, p)
+                    state["exp_avg"], state["exp_avg_sq"] = zeros_state(p), zeros_state(p)
+                    if group["amsgrad"]:
+                        state["max_exp_avg_sq"] = zeros_state(p)
+                step = next_step(state, p)
+                if decoupled and wd:
+                    p._data *= 1 - lr * wd
+                g = grad_of(g, p, group, 0 if decoupled else wd)
+                m, v = _moments(state, g, beta1, beta2)
+                bc1, bc2 = 1 - beta1 ** step, 1 - beta2 ** step
+                if group["amsgrad"]:
+                    vmax = state["max_exp_avg_sq"]._data
+                    xp(v).maximum(vmax, v, out=vmax)
+                    v = vmax
+                denom = xp(v).sqrt(v)
+                denom /= math.sqrt(bc2)
+                denom += eps
+                np_ = xp(m)
+                np_.divide(m, denom, out=denom)
+                denom *= lr / bc1
+                p._data -= denom
+                done(p)
+        return loss
+
+
+class AdamW(Adam):
+    """Adam with decoupled weight decay: ``p *= 1 - lr * weight_decay`` before the Adam update."""
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, amsgrad=False, *,
+                 maximize=False, foreach=None, capturable=False, differentiable=False, fused=None):
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, foreach=foreach, maximize=maximize,
+                         capturable=capturable, differentiable=differentiable, fused=fused,
+                         decoupled_weight_decay=True)
+
+
+class Adamax(Optimizer):
+    """Adam with the infinity norm: ``u = max(beta2 u, |g| + eps)``, ``p -= lr / (1 - beta1^t) * m / u``."""
+
+    def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, foreach=None, *,
+                 maximize=False, differentiable=False, capturable=False):
+        _check_common(lr, eps, betas, weight_decay)
+        super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, foreach=foreach,
+                                      maximize=maximize, differentiable=differentiable, capturable=capturable))
+
+    def step(self, closure=None):
+        loss = self._closure_loss(closure)
+        for group in self.param_groups:
+            lr, eps = lr_of(group), group["eps"]
+            beta1, beta2 = (_value(b) for b in group["betas"])
+            for p, g in self._grads(group):
+                state = self.state[p]
+                if not state:
+                    state["step"] = scalar_tensor(0.0, p)
+                    state["exp_avg"], state["exp_inf"] = zeros_state(p), zeros_state(p)
+                step = next_step(state, p)
+                g = grad_of(g, p, group)
+                m, u = state["exp_avg"]._data, state["exp_inf"]._data
+                m += (1 - beta1) * (g - m)
+                u *= beta2
+                np_ = xp(g)
+                a = np_.abs(g)
+                a += eps
+                np_.maximum(u, a, out=u)
+                p._data -= (lr / (1 - beta1 ** step)) * (m / u)
+                done(p)
+        return loss
+
+
+class NAdam(Optimizer):
+    """Adam with Nesterov momentum and the momentum-decay schedule ``mu_t = beta1 (1 - 0.5 * 0.96^(t psi))``."""
+
+    def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, momentum_decay=4e-3,
+                 decoupled_weight_decay=False, *, foreach=None, maximize=False, capturable=False,
+                 differentiable=False):
+        _check_common(lr, eps, betas, weight_decay)
+        check(momentum_decay >= 0.0, "momentum_decay value", momentum_decay)
+        super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
+                                      momentum_decay=momentum_decay, decoupled_weight_decay=decoupled_weight_decay,
+                                      maximize=maximize, foreach=foreach, capturable=capturable,
+                                      differentiable=differentiable))
+
+    def step(self, closure=None):
+        loss = self._closure_loss(closure)
+        for group in self.param_groups:
+            lr, eps, wd, psi = lr_of(group), group["eps"], group["weight_decay"], group["momentum_decay"]
+            beta1, beta2 = (_value(b) for b in group["betas"])
+            decoupled = group["decoupled_weight_decay"]
+            for p, g in self._grads(group):
+                state = self.state[p]
+                if not state:
+                    state["step"] = scalar_tensor(0.0, p)
+                    state["mu_product"] = scalar_tensor(1.0, p)
+                    state["exp_avg"], state["exp_avg_sq"] = zeros_state(p), zeros_state(p)
+                step = next_step(state, p)
+                if decoupled and wd:
+                    p._data *= 1 - lr * wd
+                g = grad_of(g, p, group, 0 if decoupled else wd)
+                mu = beta1 * (1.0 - 0.5 * 0.96 ** (step * psi))
+                mu_next = beta1 * (1.0 - 0.5 * 0.96 ** ((step + 1) * psi))
+                mu_prod = state["mu_product"]._data
+                mu_prod *= mu  # in the state's (single) precision, as PyTorch keeps it
+                mu_product = float(mu_prod)
+                m, v = _moments(state, g, beta1, beta2)
+                denom = xp(v).sqrt(v / (1 - beta2 ** step))
+                denom += eps
+                p._data -= (lr * (1.0 - mu) / (1.0 - mu_product)) * (g / denom)
+                p._data -= (lr * mu_next / (1.0 - mu_product * mu_next)) * (m / denom)
+                done(p)
+        return loss
+
+
+class RAdam(Optimizer):
+    """Rectified Adam: the adaptive step is used once the variance of the adaptive learning rate is
+    tractable (``rho_t > 5``), plain bias-corrected momentum before that."""
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, decoupled_weight_decay=False,
+                 *, foreach=None, maximize=False, capturable=False, differentiable=False):
+        _check_common(lr, eps, betas, weight_decay)
+        super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, maximize=maximize,
+                                      foreach=foreach, capturable=capturable,
+                                      decoupled_weight_decay=decoupled_weight_decay, differentiable=differentiable))
+
+    def step(self, closure=None):
+        loss = self._closure_loss(closure)
+        for group in self.param_groups:
+            lr, eps, wd = lr_of(group), group["eps"], group["weight_decay"]
+            beta1, beta2 = (_value(b) for b in group["betas"])
+            decoupled = group["decoupled_weight_decay"]
+            rho_inf = 2 / (1 - beta2) - 1
+            for p, g in self._grads(group):
+                state = self.state[p]
+                if not state:
+                    state["step"] = scalar_tensor(0.0, p)
+                    state["exp_avg"], state["exp_avg_sq"] = zeros_state(p), zeros_state(p)
+                step = next_step(state, p)
+                if decoupled and wd:
+                    p._data *= 1 - lr * wd
+                g = grad_of(g, p, group, 0 if decoupled else wd)
+                m, v = _moments(state, g, beta1, beta2)
+                bc1, bc2 = 1 - beta1 ** step, 1 - beta2 ** step
+                m_hat = m / bc1
+                rho_t = rho_inf - 2 * step * (beta2 ** step) / bc2
+                if rho_t > 5.0:
+                    rect = math.sqrt((rho_t - 4) * (rho_t - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho_t))
+                    s = xp(v).sqrt(v)
+                    s += eps
+                    p._data -= m_hat * lr * (math.sqrt(bc2) / s) * rect
+                else:
+                    p._data -= m_hat * lr
+                done(p)
+        return loss
+
