@@ -119,8 +119,8 @@ def lint(session):
 
 @nox.session
 def kernels(session):
-    """Compile every registered CuPy kernel with NVRTC (sm_80, sm_90); no GPU needed."""
-    session.install("cupy-cuda12x", "nvidia-cuda-nvrtc-cu12", *_editable(_closure("ember-core")))
+    """Compile every registered CuPy kernel of every package with NVRTC (sm_80, sm_90); no GPU needed."""
+    session.install("cupy-cuda12x", "nvidia-cuda-nvrtc-cu12", *_editable(ALL))
     session.run("python", "packages/ember-core/tools/compile_kernels.py", *session.posargs)
 
 
