@@ -273,4 +273,5 @@ from .streams import *  # noqa: E402,F401,F403
 def __getattr__(name):
     if name == "default_generators":  # one per GPU, made on first use (none without a GPU)
         return tuple(_random.cuda_default_generator(i) for i in range(device_count()))
-    raise AttributeError(f"module 'ember.cuda' has no attribute '{name}'")
+    from .._extensions import lazy_submodule
+    return lazy_submodule(__name__, name)  # subpackages of other distributions (ember.cuda.amp)

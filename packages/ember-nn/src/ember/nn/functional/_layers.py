@@ -138,7 +138,9 @@ def _unpool_size(input, n, kernel_size, stride, padding, output_size):
 def _max_unpool(n):
     def unpool(input, indices, kernel_size, stride=None, padding=0, output_size=None):
         size = _unpool_size(input, n, kernel_size, stride, padding, output_size)
-        return core(f"max_unpool{n}d")(input, indices, size)
+        # the 3-d primitive also takes the window geometry (as PyTorch's max_unpool3d does)
+        extra = (ntuple(kernel_size if stride is None else stride, 3), ntuple(padding, 3)) if n == 3 else ()
+        return core(f"max_unpool{n}d")(input, indices, size, *extra)
     unpool.__name__ = f"max_unpool{n}d"
     return unpool
 
