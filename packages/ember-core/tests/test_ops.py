@@ -11,14 +11,13 @@ import types
 import warnings
 
 import numpy as np
+import optable
 import pytest
 import torch
+from optable import convert
 
 import ember
 from ember._registry import REGISTRY
-
-import optable
-from optable import convert
 
 LINES = list(optable.LINES)
 for _path in sorted(pathlib.Path(__file__).parent.glob("optable_*.py")):
@@ -149,7 +148,8 @@ def test_vjp_matches_torch_autograd(line):
 
 def test_every_op_has_a_line():
     lined = {line.name for line in LINES} | FACTORY_LINES
-    missing = sorted(n for n in REGISTRY if n not in lined)
+    # ember-core's ops (other installed packages test their own registrations)
+    missing = sorted(n for n, o in REGISTRY.items() if n not in lined and o.impl.__module__.startswith("ember._"))
     assert not missing, f"ops without a line in the op table: {missing}"
 
 

@@ -213,8 +213,9 @@ def elementwise_impl(call):
         key += tuple((k, v if isinstance(v, str) else type(v)) for k, v in kwargs.items())
     dtypes = _promo_cache.get(key)
     if dtypes is None:
-        dtypes = _promo_cache[key] = op.rule(*_promote_key(key[1:len(operands) + 1]), **kwargs)
-    cdt, rdt = dtypes
+        p, operand_dtypes = _promote_key(key[1:len(operands) + 1])
+        dtypes = _promo_cache[key] = op.rule(p, operand_dtypes, **kwargs) + (p,)
+    cdt, rdt, p = dtypes
     tensors = [x for x in operands if isinstance(x, Tensor)]
     xp = _device_arrays(tensors)
     shapes = [t._data.shape for t in tensors]
@@ -226,8 +227,12 @@ def elementwise_impl(call):
                                f"{TORCH_NAME[target.dtype]}")
         P.check_inplace_broadcast(target._data.shape, shape)
     cnp = cdt.np
-    arrays = [x._data.astype(cnp, copy=False) if isinstance(x, Tensor) else _scalar_as(x, cdt, xp)
-              for x in operands]
+    if p in _HALF:  # PyTorch rounds every operand to the half type before computing in float32
+        arrays = [(x._data if x._data.dtype == p.np else x._data.astype(p.np)).astype(cnp)
+                  if isinstance(x, Tensor) else _scalar_as(_scalar_as(x, p, xp), cdt, xp) for x in operands]
+    else:
+        arrays = [x._data.astype(cnp, copy=False) if isinstance(x, Tensor) else _scalar_as(x, cdt, xp)
+                  for x in operands]
     r = op.impl(xp, *arrays, **kwargs)
     if type(r) is not ndarray:
         r = xp.asarray(r)

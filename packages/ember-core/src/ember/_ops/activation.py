@@ -365,13 +365,15 @@ def prelu(xp, input, weight):
     """``x`` for positive inputs, ``weight * x`` otherwise; ``weight`` has one or ``C`` (dim 1) elements."""
     same_dtype("prelu", input, weight)
     x, w = floating(input, "prelu_cpu"), up(weight)
+    if w.ndim > 1:
+        raise RuntimeError(f"prelu: Expected `weight` to be a scalar or 1D tensor, but got: ndim = {w.ndim}")
     if w.size != 1:
         if x.ndim < 2 or w.ndim != 1 or w.size != x.shape[1]:
             raise RuntimeError(f"Mismatch of parameter numbers and input channel size. Found parameter numbers = "
                                f"{w.size} and channel size = {x.shape[1] if x.ndim > 1 else 1}.")
         w = w.reshape((-1,) + (1,) * (x.ndim - 2))
-    elif w.ndim > x.ndim:
-        raise RuntimeError("prelu: weight has more dimensions than input")
+    else:
+        w = w.reshape(())  # one slope for every element, whatever the input's rank
     return xp.where(x > 0, x, w * x).astype(input.dtype, copy=False)
 
 
