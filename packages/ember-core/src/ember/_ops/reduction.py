@@ -94,7 +94,7 @@ def arg(ctx, i, name, default=None):
 
 def unreduce(g, shape, axes, keepdim):
     """``g`` reshaped so it broadcasts against the reduced input of ``shape`` (``axes`` None: all)."""
-    if keepdim or not shape:
+    if keepdim or not shape or axes is None:  # a full reduction's 0-d result broadcasts as it is
         return g
     return g.reshape(tuple(1 if axes is None or i in axes else s for i, s in enumerate(shape)))
 
@@ -495,9 +495,14 @@ def _norm_grad(x, g, p, axes, keepdim, value):
         return where(hit, g / count, 0.0) * x.sgn()
     if p == 1:
         return g * x.sgn()
-    safe = where(value == 0, 1.0, value)
-    scale = g / safe if p == 2 else g * (x.abs() / safe) ** (p - 2) / safe
-    return where(value == 0, 0.0, scale) * x
+    # PyTorch's forms, zero where the norm is (or, for p < 1, the element is) zero; they divide before
+    # masking, so the second order is NaN at a zero norm, as PyTorch's
+    if p < 1:
+        return x.sgn() * where(x == 0, 0.0, x.abs() ** (p - 1)) * g * value ** (1 - p)
+    if p == 2:
+        return g * where(value == 0, 0.0, x / value)
+    scale = where(value == 0, 0.0, g / value ** (p - 1))
+    return (x.sgn() * x.abs() ** (p - 1) if p < 2 else x * x.abs() ** (p - 2)) * scale
 
 
 @norm.vjp
@@ -639,6 +644,8 @@ def _(ctx, g):
         return (g,)
     d = arg(ctx, 1, "dim") % x.dim()
     zero = x == 0
+    if x.requires_grad and bool(zero.any()):  # building a graph: the form below is wrong past a first zero
+        return (_cumprod_grad_table(x.to(out.dtype), g, d).to(x.dtype),)
     seen = zero.cumsum(d)
     first = zero & (seen == 1)
     before = seen == 0
@@ -646,6 +653,14 @@ def _(ctx, g):
     at_first = inverse_scan(g * skip_first.conj(), d)
     pre = inverse_scan(g * out.conj(), d) / where(before, x, 1.0).conj()
     return (where(before, pre, where(first, at_first, 0.0)).to(x.dtype),)
+
+
+def _cumprod_grad_table(x, g, d):
+    """``grad_k = sum_{i>=k} g_i prod_{j<=i, j!=k} x_j`` from an n-by-n table of partial products: exact
+    to every order with zeros in ``x`` (where the O(n) form's derivative is not), at O(n^2) cost."""
+    k = arange(x.shape[d], device=x.device)
+    rows = where(k.unsqueeze(-1) == k, 1.0, x.conj().movedim(d, -1).unsqueeze(-2)).cumprod(-1)  # row k omits x_k
+    return (where(k.unsqueeze(-1) <= k, rows, 0.0) * g.movedim(d, -1).unsqueeze(-2)).sum(-1).movedim(-1, d)
 
 
 def _cum_extreme(xp, input, dim, largest):
@@ -696,15 +711,17 @@ def logcumsumexp(xp, input, dim):
 
 @logcumsumexp.vjp
 def _(ctx, g):
-    # grad_i = sum_{j>=i} g_j exp(x_i - out_j), summed in log space for each sign of g
+    # grad_i = sum_{j>=i} g_j exp(x_i - out_j), summed in log space for each sign of g; the other sign's
+    # entries get the lowest finite log (not -inf, whose derivatives would be NaN in the second order)
     x, out = ctx.args[0], ctx.out
-    if x.dim() == 0:
+    if x.dim() == 0 or x.numel() == 0:
         return (g,)
     d = arg(ctx, 1, "dim") % x.dim()
+    log_abs, lowest = g.abs().log(), D.finfo(g.dtype).min
 
-    def part(gs):
-        return (x + (gs.log() - out).flip((d,)).logcumsumexp(d).flip((d,))).exp()
-    return (part(g.clamp(min=0)) - part((-g).clamp(min=0)),)
+    def part(sign):
+        return (x + (where(sign, log_abs, lowest) - out).flip((d,)).logcumsumexp(d).flip((d,))).exp()
+    return (part(g > 0) - part(g < 0),)
 
 
 # ---- differences and integrals ---------------------------------------------------------------------
@@ -751,10 +768,10 @@ def _(ctx, g):
 
 def _trapezoid_terms(xp, y, x, dx, dim):
     """Per-interval areas along ``dim`` (moved to keep ``dim``) and the dim, for the trapezoid rule."""
-    if y.dtype == np.bool_:
-        raise RuntimeError("trapezoid: received a bool input for `y`, but bool is not supported")
     if y.ndim == 0:
         raise IndexError(f"Dimension specified as {dim} but tensor has no dimensions")
+    if y.dtype == np.bool_:
+        raise RuntimeError("trapezoid: received a bool input for `y`, but bool is not supported")
     d = one_dim(dim, y.ndim)
     rd = P.array_result_type(y, x)
     rd = D.storage(rd if rd.category >= 2 else D.get_default_dtype())
