@@ -386,26 +386,12 @@ def _unwrap(a):
     return a
 
 
-def _first_tensor(args, kwargs):
-    for a in args:
-        if isinstance(a, Tensor):
-            return a
-        if type(a) in (list, tuple):
-            for x in a:
-                if isinstance(x, Tensor):
-                    return x
-    for v in kwargs.values():
-        if isinstance(v, Tensor):
-            return v
-    return None
-
-
 def general_impl(call):
     """Run a general op: unwrap tensors, call the implementation, wrap what it returns."""
     op, args, kwargs = call.op, call.args, call.kwargs
     tensors = call.tensors()
     xp = _device_arrays(tensors) if tensors else np
-    r = op.impl(xp, *[_unwrap(a) for a in args], **{k: _unwrap(v) for k, v in kwargs.items()})
+    r = op.impl(xp, *[_unwrap(a) for a in args], **({k: _unwrap(v) for k, v in kwargs.items()} if kwargs else {}))
     if op.mutates:
         args[0]._version[0] += 1
         return args[0]
@@ -437,6 +423,8 @@ def general_impl(call):
 
 
 def wrap_result(r):
+    if type(r) is ndarray:
+        return _wrap(r)
     if isinstance(r, (ndarray, np.generic)):
         return _wrap(_asarray(r))
     if isinstance(r, tuple):

@@ -290,7 +290,7 @@ def run_backward(roots, grad_roots, retain_graph=False, create_graph=False, inpu
                 continue
             if needed is not None and node not in needed:
                 continue
-            if None not in outs:
+            if all(g is not None for g in outs):  # (`None in outs` would call Tensor.__eq__)
                 next_grads = _apply(node, outs)
             elif all(g is None for g in outs):
                 next_grads = [None] * len(node.next_functions)
