@@ -860,6 +860,13 @@ LINES = [
         grad=False,
     ),
     Line("as_strided_", _inplace_views("as_strided_", (2, 2), (1, 2)), shape_of(((3, 4), (), {})), grad=False),
+    # the function forms, on a clone
+    Line("as_strided_", lambda m, x, *a: m.as_strided_(x.clone(), *a),
+         shape_of(((3, 4), ((2, 2), (1, 2)), {}), ((3, 4), ((3,), (4,), 1), {}), ((2, 3), ((2, 2), (1, 2), 9), {})),
+         grad=False),
+    Line("resize_as_", lambda m, x, o: m.resize_as_(x.clone(), o),
+         shape_of(((3, 4), (np.zeros((2, 6)),), {}), ((3, 4), (np.zeros(2),), {})),
+         grad=False),
     Line("resize", lambda m, x: x.resize(4, 3), shape_of(((3, 4), (), {}), ((2, 3), (), {})), grad=False),
     Line("resize_as", lambda m, x: x.resize_as(x.t()), shape_of(((3, 4), (), {})), grad=False),
     Line(

@@ -32,7 +32,7 @@ def test_complex32_and_half_promotions():
 
 def make(lib, name, ndim):
     shape = (2,) * ndim
-    return getattr(lib, "ones")(shape, dtype=getattr(lib, name))
+    return lib.ones(shape, dtype=getattr(lib, name))
 
 
 operand = st.one_of(

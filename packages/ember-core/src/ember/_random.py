@@ -221,7 +221,8 @@ def _draws_for(generator, arr):
 
 # ---- drawing arrays (xp-generic: ``src`` is NumPy's Generator or _CudaDraws) ------------------
 def _compute(dtype):
-    return D.float32 if dtype in _HALF else dtype
+    # integer dtypes only reach here with empty results (PyTorch accepts those)
+    return D.float32 if dtype in _HALF else dtype if dtype.category >= 2 else D.float64
 
 
 def _uniform(src, shape, dtype, low=0.0, high=1.0):
@@ -301,10 +302,11 @@ def _create(size, generator, out, dtype, device, requires_grad, draw):
     return write_out(out, arr) if out is not None else _place(arr, dev, requires_grad)
 
 
-def _floating(kernel, draw):
-    """``draw`` for floating and complex dtypes only, with PyTorch's error for the others."""
+def _floating(kernel, draw, even_empty=False):
+    """``draw`` for floating and complex dtypes only, with PyTorch's error for the others (not for an empty
+    result unless ``even_empty``: PyTorch's kernel never runs then)."""
     def checked(src, shape, dtype):
-        if dtype.category < 2:
+        if dtype.category < 2 and (even_empty or math.prod(shape)):
             raise _not_implemented(kernel, dtype)
         return draw(src, shape, dtype)
     return checked
@@ -314,7 +316,8 @@ def _floating(kernel, draw):
 def rand(*size, generator=None, out=None, dtype=None, layout=None, device=None, requires_grad=False,
          pin_memory=False):
     """Uniform values on [0, 1) (default float dtype)."""
-    return _create(size, generator, out, dtype, device, requires_grad, _floating("check_uniform_bounds", _uniform))
+    draw = _floating("check_uniform_bounds", _uniform, even_empty=True)
+    return _create(size, generator, out, dtype, device, requires_grad, draw)
 
 
 @factory("randn")
@@ -418,14 +421,14 @@ def _normal_tensors(xp, mean, std, *, generator=None):
     """Normal values with the given (broadcast) means and standard deviations, in mean's dtype."""
     arrays = [a for a in (mean, std) if hasattr(a, "ndim")]
     dtype = _dtype_of(arrays[0])
-    if dtype.category < 2:
-        raise _not_implemented("normal_kernel_cpu", dtype)
     if hasattr(std, "ndim"):
         if bool((std < 0).any()):
             raise RuntimeError("normal expects all elements of std >= 0.0")
     else:
         _check_std(std)
     shape = P.broadcast_shapes(*(a.shape for a in arrays))
+    if dtype.category < 2 and math.prod(shape):
+        raise _not_implemented("normal_kernel_cpu", dtype)
     cnp = _compute(dtype).np
     z = _normal(_draws_for(generator, arrays[0]), shape, dtype)
     r = z * xp.asarray(std, dtype=cnp) + xp.asarray(mean, dtype=cnp)
@@ -460,7 +463,8 @@ def _bernoulli_draw(src, shape, p):
 def bernoulli(xp, input, p=None, *, generator=None):
     """0/1 samples in ``input``'s dtype: probabilities ``input``, or ``p`` for every element."""
     if p is None:
-        _check_probabilities(xp, input)
+        if input.size:
+            _check_probabilities(xp, input)
         p = input
     else:
         p = _check_p(p)
@@ -523,7 +527,7 @@ def poisson(xp, input, generator=None):
         raise _not_implemented("poisson_cpu", dtype)
     if not bool((input >= 0).all()):  # also rejects NaN
         raise RuntimeError("invalid Poisson rate, expected rate to be non-negative")
-    return _draws_for(generator, input).poisson(input.astype(np.float64)).astype(dtype.np)
+    return xp.asarray(_draws_for(generator, input).poisson(input.astype(np.float64))).astype(dtype.np)
 
 
 poisson.vjp(_zero_grads)
@@ -550,8 +554,11 @@ def _continuous(name, dtype, cname=False):
 
 
 @_sampler("uniform_")
-def _uniform_(xp, input, dtype, src, a=0.0, b=1.0):
-    """Fill with values uniform on [a, b)."""
+def _uniform_(xp, input, dtype, src, *args, **bounds):
+    """Fill with values uniform on [from, to) (default [0, 1))."""
+    if set(bounds) - {"from", "to"} or len(args) + len(bounds) > 2:
+        raise TypeError("uniform_() accepts 'from' and 'to' only")
+    a, b = (list(args) + [bounds.get("from", 0.0), bounds.get("to", 1.0)][len(args):])
     if dtype.category < 2:
         raise _not_implemented("check_uniform_bounds", dtype)
     a, b = _number(a), _number(b)
@@ -570,21 +577,21 @@ def _uniform_(xp, input, dtype, src, a=0.0, b=1.0):
 @_sampler("normal_")
 def _normal_(xp, input, dtype, src, mean=0.0, std=1.0):
     """Fill with normal values."""
-    if dtype.category < 2:
-        raise _not_implemented("normal_kernel_cpu", dtype)
     mean, std = _number(mean), _number(std)
     _check_std(std)
+    if dtype.category < 2 and input.size:
+        raise _not_implemented("normal_kernel_cpu", dtype)
     return _normal(src, input.shape, dtype, mean, std)
 
 
 @_sampler("bernoulli_")
 def _bernoulli_(xp, input, dtype, src, p=0.5):
     """Fill with 1 (probability ``p``, a number or a broadcastable tensor) or 0."""
-    if dtype.is_complex:
+    if dtype.is_complex and input.size:
         raise _not_implemented("bernoulli_scalar_cpu_", dtype)
     if hasattr(p, "ndim") and p.ndim:
-        _check_probabilities(xp, p)
         P.check_inplace_broadcast(input.shape, P.broadcast_shapes(input.shape, p.shape))
+        _check_probabilities(xp, p)
     else:
         p = _check_p(p)
     return _bernoulli_draw(src, input.shape, p)
@@ -610,32 +617,33 @@ def _random_(xp, input, dtype, src, *args, **bounds):
 @_sampler("exponential_")
 def _exponential_(xp, input, dtype, src, lambd=1.0):
     """Fill with exponential values of rate ``lambd``."""
-    _continuous("Exponential", dtype)
     lambd = _number(lambd)
     if not lambd > 0:
         raise RuntimeError(f"exponential_ expects lambda > 0.0, but found lambda={lambd:g}")
+    if input.size:
+        _continuous("Exponential", dtype)
     return -xp.log1p(-_unit_uniform(src, input.shape)) / lambd
 
 
 @_sampler("geometric_")
 def _geometric_(xp, input, dtype, src, p):
     """Fill with the number of Bernoulli(p) trials up to the first success (1, 2, ...)."""
-    if dtype.is_complex or dtype is D.bool:
-        raise _not_implemented("geometric_cpu", dtype)
     p = _number(p)
     if not 0 < p < 1:
         raise RuntimeError(f"geometric_ expects p to be in (0, 1), but got p={p:g}")
+    if (dtype.is_complex or dtype is D.bool) and input.size:
+        raise _not_implemented("geometric_cpu", dtype)
     return xp.floor(xp.log1p(-_unit_uniform(src, input.shape)) / math.log1p(-p)) + 1
 
 
 @_sampler("log_normal_")
 def _log_normal_(xp, input, dtype, src, mean=1.0, std=2.0):
     """Fill with exp(N(mean, std))."""
-    if not dtype.is_floating_point:
-        raise _not_implemented("log_normal_cpu", dtype)
     mean, std = _number(mean), _number(std)
     if not std > 0:
         raise RuntimeError(f"log_normal_ expects std > 0.0, but found std={std:g}")
+    if not dtype.is_floating_point and input.size:
+        raise _not_implemented("log_normal_cpu", dtype)
     return xp.exp(_normal(src, input.shape, dtype, mean, std))
 
 

@@ -227,7 +227,7 @@ def elementwise_impl(call):
                                f"{TORCH_NAME[target.dtype]}")
         P.check_inplace_broadcast(target._data.shape, shape)
     cnp = cdt.np
-    if p in _HALF:  # PyTorch rounds every operand to the half type before computing in float32
+    if p in _HALF and cdt is D.float32:  # PyTorch rounds every operand to the half type before computing in float32
         arrays = [(x._data if x._data.dtype == p.np else x._data.astype(p.np)).astype(cnp)
                   if isinstance(x, Tensor) else _scalar_as(_scalar_as(x, p, xp), cdt, xp) for x in operands]
     else:

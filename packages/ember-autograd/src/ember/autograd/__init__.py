@@ -2,12 +2,13 @@
 import ember
 from ember._tensor import Tensor
 
-from . import grad_mode
+from . import grad_mode  # noqa: F401  (ember.autograd.grad_mode, as in PyTorch)
 from ._engine import run_backward
 from ._version import __version__  # noqa: F401
 from .anomaly_mode import detect_anomaly, set_detect_anomaly
 from .function import Function
 from .grad_mode import enable_grad, inference_mode, no_grad, set_grad_enabled
+from .gradcheck import gradcheck, gradgradcheck  # the functions shadow their module's name, as in PyTorch
 
 Variable = Tensor
 
@@ -83,11 +84,6 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
 
 def __getattr__(name):
     import importlib
-    if name in ("gradcheck", "gradgradcheck"):
-        module = importlib.import_module(f"{__name__}.gradcheck")
-        # the functions shadow their module's name, as in PyTorch
-        globals().update(gradcheck=module.gradcheck, gradgradcheck=module.gradgradcheck)
-        return globals()[name]
     if name in ("functional", "forward_ad", "profiler", "graph"):
         return importlib.import_module(f"{__name__}.{name}")
     raise AttributeError(f"module 'ember.autograd' has no attribute '{name}'")

@@ -310,10 +310,9 @@ def run_backward(roots, grad_roots, retain_graph=False, create_graph=False, inpu
                 if deps[nxt] == 0:
                     heapq.heappush(ready, (-nxt.seq, id(nxt), nxt))
     if inputs is not None:
-        for i, g in enumerate(captured):
-            if g is None and not allow_unused:
-                raise RuntimeError("One of the differentiated Tensors appears to not have been used in the graph. "
-                                   "Set allow_unused=True if this is the desired behavior.")
+        if not allow_unused and any(g is None for g in captured):
+            raise RuntimeError("One of the differentiated Tensors appears to not have been used in the graph. "
+                               "Set allow_unused=True if this is the desired behavior.")
         return captured
     return None
 

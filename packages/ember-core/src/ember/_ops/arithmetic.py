@@ -179,7 +179,7 @@ def pow_grads(g, a, b, out, power):
         if isinstance(b, Tensor):
             ga = where(b == 0, 0.0, g * _conj(b * power(a, b - 1)))
         else:
-            ga = g * _conj(b * power(a, b - 1)) if b != 0 else a.new_zeros(a.shape)
+            ga = g * _conj(power(a, b - 1) * b) if b != 0 else a.new_zeros(a.shape)
     if isinstance(b, Tensor):
         nonneg = (b.real >= 0) & (b.imag == 0) if b.is_complex() else b >= 0
         if isinstance(a, Tensor):

@@ -9,7 +9,7 @@ from .. import _dtype as D
 from .. import _kernels
 from .._registry import TORCH_NAME, elementwise
 from .._tensor import Tensor
-from .arithmetic import div, mul, sub
+from .arithmetic import div, mul, pow_grads, sub
 from .comparison import ge, gt, le, lt, ne, where
 from .pointwise import alias, chain, compute_dtype, floating_rule, not_implemented, quiet, zeros_of
 
@@ -162,14 +162,7 @@ def float_power(xp, a, b):
 @float_power.vjp
 def _(ctx, g):
     a, b = ctx.args
-    ga = gb = None
-    if isinstance(a, Tensor):  # a zero exponent has a zero gradient, even at a zero base
-        ga = chain(g, b * float_power(a, b - 1))
-        ga = where(b == 0, 0.0, ga) if isinstance(b, Tensor) else ga * (b != 0)
-    if isinstance(b, Tensor):  # and a zero base gives the exponent none where 0 ** b is 0 or 1
-        gb = chain(g, ctx.out * (a.log() if isinstance(a, Tensor) else math.log(a)))
-        gb = where((a == 0) & ((b.real if b.is_complex() else b) >= 0), 0.0, gb) if isinstance(a, Tensor) else gb
-    return ga, gb
+    return pow_grads(g, a, b, ctx.out, float_power)
 
 
 _float_power_inplace = float_power.inplace_fn

@@ -1074,6 +1074,9 @@ def resize_as(self, other):
 
 
 Tensor.resize_, Tensor.resize_as_, Tensor.resize, Tensor.resize_as = resize_, resize_as_, resize, resize_as
+# PyTorch also has these two as functions (torch.as_strided_(x, ...)): exported, outside dispatch like the methods
+factory("as_strided_")(Tensor.as_strided_)
+factory("resize_as_")(resize_as_)
 
 
 # ---- index arithmetic and creation -----------------------------------------------------------------

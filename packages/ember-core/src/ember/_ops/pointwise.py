@@ -655,10 +655,10 @@ def _elu(xp, input, alpha, scale, input_scale):
 
 
 def _elu_grad(g, x, alpha, scale, input_scale):
-    # exp of the input masked to its negative part: the unused branch stays finite (no NaN at +inf or NaN
-    # inputs in the second order), as PyTorch's double backward
-    neg_part = x <= 0
-    return g * where(neg_part, (where(neg_part, x, 0.0) * input_scale).exp() * (alpha * scale * input_scale), scale)
+    # the exponential of x masked to x < 0 (equal values for x <= 0): as PyTorch's, the second derivative is
+    # zero at 0 and finite where the other branch is taken (x = +inf or NaN)
+    inner = where(x < 0, x, 0.0) * input_scale
+    return g * where(x <= 0, inner.exp() * (alpha * scale * input_scale), scale)
 
 
 @op("selu", method=False, inplace=True)

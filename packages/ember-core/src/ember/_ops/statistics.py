@@ -6,6 +6,7 @@ from .. import _kernels
 from .. import _promotion as P
 from .._registry import TORCH_NAME, op
 from .._tensor import Tensor
+from .comparison import where
 from .reduction import (
     arg,
     array_module,
@@ -218,8 +219,10 @@ _INTERPOLATIONS = ("linear", "lower", "higher", "midpoint", "nearest")
 
 
 def _quantile_plan(xp, name, input, q, dim, interpolation, ignore_nan):
-    """(low indices, high indices, high weights, NaN mask, axis) into ``input`` giving each quantile as
-    ``x[lo] * (1 - w) + x[hi] * w``; indices have the quantiles first, then the reduced shape (dim kept)."""
+    """(input as reduced, low indices, high indices, high weights, axis, whether q is a scalar, slope) giving
+    each quantile as ``x[lo] * (1 - w) + x[hi] * w``; indices have the quantiles first, then the reduced shape
+    (dim kept). slope: None (w does not depend on q) or (dw/dq, mask where the rank is fixed instead: a NaN
+    present, or none but NaN for nanquantile), for linear interpolation."""
     if input.dtype not in (np.float32, np.float64):
         raise RuntimeError(f"{name}() input tensor must be either float or double dtype")
     if input.size == 0:
@@ -242,9 +245,12 @@ def _quantile_plan(xp, name, input, q, dim, interpolation, ignore_nan):
     n = x.shape[d]
     nans = xp.isnan(x).sum(axis=d, keepdims=True)
     valid = n - nans if ignore_nan else xp.full_like(nans, n)
-    rank = qs.reshape((-1,) + (1,) * x.ndim) * xp.maximum(valid - 1, 0)
+    qb = qs.reshape((-1,) + (1,) * x.ndim)
+    rank = qb * xp.maximum(valid - 1, 0)
     if not ignore_nan:  # a NaN makes the result NaN: take the last order statistic, a NaN
         rank = xp.where(nans > 0, n - 1, rank)
+    fixed = xp.broadcast_to(nans > 0, rank.shape) if not ignore_nan else qb * (valid - 1) < 0
+    slope = ((valid - 1).astype(x.dtype), fixed) if interpolation == "linear" else None
     lo, hi = xp.floor(rank), xp.ceil(rank)
     if interpolation == "lower":
         hi = lo
@@ -256,11 +262,11 @@ def _quantile_plan(xp, name, input, q, dim, interpolation, ignore_nan):
     expand = idx[None]
     lo_i = xp.take_along_axis(expand, lo.astype(np.int64), axis=d + 1)
     hi_i = xp.take_along_axis(expand, hi.astype(np.int64), axis=d + 1)
-    return x, lo_i, hi_i, w.astype(x.dtype), d, scalar_q
+    return x, lo_i, hi_i, w.astype(x.dtype), d, scalar_q, slope
 
 
 def _quantile(xp, name, input, q, dim, keepdim, interpolation, ignore_nan):
-    x, lo, hi, w, d, scalar_q = _quantile_plan(xp, name, input, q, dim, interpolation, ignore_nan)
+    x, lo, hi, w, d, scalar_q, _ = _quantile_plan(xp, name, input, q, dim, interpolation, ignore_nan)
     xe = x[None]
     a, b = xp.take_along_axis(xe, lo, axis=d + 1), xp.take_along_axis(xe, hi, axis=d + 1)
     r = xp.where(w == 0, a, a + w * (b - a))  # no NaN from inf - inf at weight zero
@@ -280,16 +286,24 @@ def _quantile_shape(xp, r, input, dim, d, keepdim, scalar_q):
 
 def _quantile_vjp(name, ignore_nan):
     def vjp(ctx, g):
-        x = ctx.args[0]
-        q, dim = arg(ctx, 1, "q"), arg(ctx, 2, "dim")
-        interpolation = ctx.kwargs.get("interpolation", "linear")
-        qa = q._data if isinstance(q, Tensor) else q
-        xa, lo, hi, w, d, _ = _quantile_plan(array_module(x), name, x._data, qa, dim, interpolation, ignore_nan)
+        # the weights as a function of q (same values): gradients of q, and of x's gradient in q, flow
+        x, q, dim = ctx.args[0], arg(ctx, 1, "q"), arg(ctx, 2, "dim")
+        qa, interpolation = q._data if isinstance(q, Tensor) else q, ctx.kwargs.get("interpolation", "linear")
+        xa, lo, hi, w, d, _, slope = _quantile_plan(array_module(x), name, x._data, qa, dim, interpolation,
+                                                    ignore_nan)
         lo, hi, w = (Tensor._wrap(a) for a in (lo, hi, w))
         g = g.reshape(lo.shape)
-        grads = g.new_zeros((lo.shape[0],) + xa.shape)
-        grads = grads.scatter_add(d + 1, lo, g * (1 - w)).scatter_add(d + 1, hi, g * w)
-        return (grads.sum(0).reshape(x.shape),)
+        xs = x.reshape(xa.shape).unsqueeze(0).expand(lo.shape[:1] + xa.shape)
+        gq = None
+        if isinstance(q, Tensor) and interpolation != "midpoint":  # midpoint weights never depend on q
+            gq = q.new_zeros(q.shape)  # rounded ranks: zero, as PyTorch's
+            if slope is not None:
+                slope, fixed = (Tensor._wrap(a) for a in slope)
+                gw = where(fixed, 0.0, g * (xs.gather(d + 1, hi) - xs.gather(d + 1, lo))) * slope
+                gq = gw.reshape(lo.shape[0], -1).sum(1).reshape(q.shape)
+                w = w + (q - q.detach()).reshape((-1,) + (1,) * xa.ndim) * where(fixed, 0.0, slope)
+        gx = g.new_zeros(xs.shape).scatter_add(d + 1, lo, g * (1 - w)).scatter_add(d + 1, hi, g * w)
+        return gx.sum(0).reshape(x.shape), gq
     return vjp
 
 
@@ -394,8 +408,8 @@ def corrcoef(xp, input):
 def _(ctx, g):
     x = ctx.args[0]
     c = cov(x)
-    if c.dim() == 0:
-        return (x.new_zeros(x.shape),)
+    if c.dim() == 0:  # c / c: zero in exact arithmetic, but NaN for constant data and a graph like PyTorch's
+        return (_cov_grad(x, g / c - g * c / (c * c), {}),)
     s = c.diagonal().rsqrt()
     gc = g * s.unsqueeze(1) * s.unsqueeze(0)
     gs = ((g * c) @ s) + ((g * c).mT @ s)
