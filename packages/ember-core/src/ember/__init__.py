@@ -52,6 +52,7 @@ from ._printing import set_printoptions  # noqa: E402
 from ._promotion import broadcast_shapes, can_cast, promote_types, result_type  # noqa: E402
 from ._random import *  # noqa: E402,F401,F403
 from ._serialization import *  # noqa: E402,F401,F403
+from ._settings import *  # noqa: E402,F401,F403
 from ._size import Size  # noqa: E402
 from ._tensor import Tensor, is_tensor  # noqa: E402
 from ._version import __version__  # noqa: E402
