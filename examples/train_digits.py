@@ -23,9 +23,9 @@ from ember.utils.data import DataLoader, TensorDataset
 
 def make_model():
     return nn.Sequential(
-        nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),   # 16 x 4 x 4
-        nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),  # 32 x 2 x 2
-        nn.Flatten(), nn.Linear(32 * 2 * 2, 10),
+        nn.Conv2d(1, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),   # 32 x 4 x 4
+        nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),  # 64 x 2 x 2
+        nn.Flatten(), nn.Linear(64 * 2 * 2, 10),
     )
 
 

@@ -2,7 +2,7 @@
 from ember._extensions import lazy_submodule
 
 from .adam import Adam, Adamax, AdamW, NAdam, RAdam
-from .algorithms import ASGD, Adadelta, Adafactor, Adagrad, Rprop, RMSprop
+from .algorithms import ASGD, Adadelta, Adafactor, Adagrad, RMSprop, Rprop
 from .lbfgs import LBFGS
 from .optimizer import Optimizer
 from .sgd import SGD

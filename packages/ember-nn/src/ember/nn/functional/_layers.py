@@ -59,9 +59,7 @@ def conv_transpose3d(input, weight, bias=None, stride=1, padding=0, output_paddi
 
 
 def conv_tbc(input, weight, bias, pad=0):
-    """1-d convolution of a (time, batch, channels) input with a (kernel, in, out) weight."""
-    out = conv1d(input.permute(1, 2, 0), weight.permute(2, 1, 0), bias, padding=pad)
-    return out.permute(2, 0, 1)
+    return core("conv_tbc")(input, weight, bias, pad)
 
 
 # ---- pooling -------------------------------------------------------------------------------------
@@ -354,12 +352,8 @@ def _padding_idx(padding_idx, weight):
 
 
 def _renorm_(weight, input, max_norm, norm_type):
-    """Rescale, in place, the rows that ``input`` looks up so that their norm is at most ``max_norm``."""
-    with ember.no_grad():
-        rows = input.flatten().unique()
-        norms = ember.linalg.vector_norm(weight[rows], norm_type, 1, keepdim=True)
-        scale = ember.where(norms > max_norm, max_norm / (norms + 1e-7), 1.0).to(weight.dtype)
-        weight[rows] = weight[rows] * scale
+    with ember.no_grad():  # rescaling the looked-up rows is not part of the graph
+        core("embedding_renorm_")(weight, input, max_norm, norm_type)
 
 
 def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, scale_grad_by_freq=False, sparse=False):
@@ -563,15 +557,7 @@ def _align_warning(align_corners):
     return align_corners
 
 
-def _base_coords(n, align_corners, like):
-    """Normalised coordinates of ``n`` pixel centres (or corners) in [-1, 1]."""
-    c = ember.linspace(-1, 1, n, dtype=like.dtype, device=like.device) if n > 1 else \
-        ember.zeros(1, dtype=like.dtype, device=like.device)
-    return c if align_corners else c * (n - 1) / n
-
-
 def affine_grid(theta, size, align_corners=None):
-    """Sampling grid (N, *spatial, n) of the affine maps ``theta`` (N, n, n + 1) for an output of ``size``."""
     align_corners = _align_warning(align_corners)
     if not theta.is_floating_point():
         raise ValueError(f"Expected theta to have floating point type, but got {theta.dtype}")
@@ -582,13 +568,13 @@ def affine_grid(theta, size, align_corners=None):
     if theta.dim() != 3 or tuple(theta.shape[1:]) != (n, n + 1) or theta.shape[0] != size[0]:
         raise ValueError(f"Expected a batch of {n}D affine matrices of shape Nx{n}x{n + 1} for size {tuple(size)}. "
                          f"Got {tuple(theta.shape)}.")
-    spatial = list(size[2:])
-    # homogeneous coordinates ordered (x, y[, z], 1), x along the last spatial dim
-    axes = [_base_coords(s, align_corners, theta) for s in reversed(spatial)]
-    mesh = ember.meshgrid(*reversed(axes), indexing="ij")[::-1]
-    base = ember.stack(list(mesh) + [ember.ones_like(mesh[0])], -1).reshape(1, -1, n + 1)
-    grid = base.matmul(theta.transpose(1, 2))
-    return grid.reshape(size[0], *spatial, n)
+    if align_corners and min(size[2:]) == 1:
+        warnings.warn("Since version 1.3.0, affine_grid behavior has changed for unit-size grids when "
+                      "align_corners=True. This is not an intended use case of affine_grid. See the documentation of "
+                      "affine_grid for details.", stacklevel=2)
+    elif min(size) <= 0:
+        raise ValueError(f"Expected non-zero, positive output size. Got {size}")
+    return core("affine_grid_generator")(theta, size, align_corners)
 
 
 def _unnormalize(coord, size, align_corners, padding_mode):

@@ -1,6 +1,5 @@
 """Recurrent layers: RNN, LSTM, GRU (multi-layer, bidirectional, batch_first, packed sequences) and their cells.
-The input-to-hidden products of a whole sequence are one matrix product; only the hidden-to-hidden step loops,
-over time, vectorised over the batch."""
+Each time step is ember-core's cell op (vectorised over the batch); only the steps loop, over time."""
 import math
 import numbers
 import warnings
@@ -11,6 +10,7 @@ import ember
 
 from .. import functional as F
 from .. import init
+from ..functional._common import core
 from ..parameter import Parameter
 from ..utils.rnn import PackedSequence
 from ._utils import factory
@@ -19,26 +19,18 @@ from .module import Module
 __all__ = ["RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell"]
 
 _GATES = {"LSTM": 4, "GRU": 3, "RNN_TANH": 1, "RNN_RELU": 1}
+_CELLS = {"LSTM": "lstm_cell", "GRU": "gru_cell", "RNN_TANH": "rnn_tanh_cell", "RNN_RELU": "rnn_relu_cell"}
 
 
-def _step(mode, gi, state, w_hh, b_hh, w_hr=None):
-    """One time step: ``gi`` is the input's gate pre-activation (x @ W_ih^T + b_ih); returns the new state."""
-    if mode == "LSTM":
-        h, c = state
-        gates = gi + F.linear(h, w_hh, b_hh)
-        i, f, g, o = gates.chunk(4, -1)
-        c = f.sigmoid() * c + i.sigmoid() * g.tanh()
-        h = o.sigmoid() * c.tanh()
-        return (h if w_hr is None else F.linear(h, w_hr), c)
-    gh = F.linear(state, w_hh, b_hh)
-    if mode == "GRU":
-        ir, iz, in_ = gi.chunk(3, -1)
-        hr, hz, hn = gh.chunk(3, -1)
-        r, z = (ir + hr).sigmoid(), (iz + hz).sigmoid()
-        n = (in_ + r * hn).tanh()
-        return (1 - z) * n + z * state
-    pre = gi + gh
-    return pre.tanh() if mode == "RNN_TANH" else pre.relu()
+def _step(mode, x, state, w_ih, w_hh, b_ih, b_hh, w_hr=None):
+    """One time step on a (batch, features) input: ember-core's cell of ``mode``; returns the new state."""
+    if w_hr is None:
+        return core(_CELLS[mode])(x, state, w_ih, w_hh, b_ih, b_hh)
+    # a projected LSTM (hidden state of w_hr's size, cell state of the gates'), which the cells do not take
+    h, c = state
+    i, f, g, o = (F.linear(x, w_ih, b_ih) + F.linear(h, w_hh, b_hh)).chunk(4, -1)
+    c = f.sigmoid() * c + i.sigmoid() * g.tanh()
+    return F.linear(o.sigmoid() * c.tanh(), w_hr), c
 
 
 def _where_state(keep, new, old):
@@ -144,10 +136,9 @@ class RNNBase(Module):
             x = x.gather(0, reverse_index.expand(-1, -1, x.shape[2]))
         elif direction:
             x = x.flip(0)
-        gi = F.linear(x, w_ih, b_ih)  # every step's input contribution in one product
         outputs = []
         for t in range(x.shape[0]):
-            new = _step(self.mode, gi[t], state, w_hh, b_hh, w_hr)
+            new = _step(self.mode, x[t], state, w_ih, w_hh, b_ih, b_hh, w_hr)
             state = new if lengths is None else _where_state((t < lengths).unsqueeze(1), new, state)
             outputs.append(state[0] if isinstance(state, tuple) else state)
         out = ember.stack(outputs) if outputs else x.new_zeros((0, x.shape[1], w_hh.shape[1]))
@@ -330,7 +321,7 @@ class RNNCellBase(Module):
         else:
             state = tuple(h if batched else h.unsqueeze(0) for h in states)
             state = state if self.mode == "LSTM" else state[0]
-        out = _step(self.mode, F.linear(x, self.weight_ih, self.bias_ih), state, self.weight_hh, self.bias_hh)
+        out = _step(self.mode, x, state, self.weight_ih, self.weight_hh, self.bias_ih, self.bias_hh)
         if batched:
             return out
         return tuple(o.squeeze(0) for o in out) if self.mode == "LSTM" else out.squeeze(0)

@@ -218,7 +218,6 @@ class _MultiProcessIter(_BaseIter):
         self._persistent = loader.persistent_workers
         loader.check_worker_number_rationality()
         ctx = loader.multiprocessing_context or multiprocessing
-        self._worker_queue_cycle = itertools.cycle(range(self._num_workers))
         self._result_queue = ctx.Queue()
         self._done_event = ctx.Event()
         self._index_queues, self._workers = [], []
@@ -238,6 +237,7 @@ class _MultiProcessIter(_BaseIter):
 
     def _start_epoch(self, first=False):
         self._send_idx = self._rcvd_idx = 0
+        self._worker_queue_cycle = itertools.cycle(range(self._num_workers))  # each epoch starts at worker 0
         self._task_info = {}  # task -> (worker,) while pending, (worker, payload) once it arrived early
         self._outstanding = 0
         self._active = [True] * self._num_workers
