@@ -52,7 +52,7 @@ def _signs(x):
 
 
 def _np(x):
-    return x.detach().double().numpy() if isinstance(x, torch.Tensor) else x.double().numpy()
+    return x.detach().double().numpy()
 
 
 def gauge(call, vectors_right="Vh"):

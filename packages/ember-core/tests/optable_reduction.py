@@ -296,7 +296,7 @@ def histograms(dtype, rng):
     edges = T(np.array([-4.0, -1, 0, 2.5, 6]), dtype)
     return [((a, 4), {}), ((a, 5), {"range": (-1.0, 1.0)}), ((a, edges), {}), ((a, 3), {"density": True}),
             ((a, edges), {"weight": values(dtype, (4, 5), rng), "density": True}), ((np.ones(3), 4), {}),
-            ((a, 0), {})]
+            ((a, 0), {}), ((T(np.zeros(0), dtype), 2), {}), ((T(np.zeros(0), dtype), 2), {"range": (1.0, 1.0)})]
 
 
 def trapezoids(dtype, rng):

@@ -85,6 +85,15 @@ def test_metadata():
         t.size(3)
 
 
+def test_empty_tensors_report_contiguous_strides():
+    for shape in [(0,), (0, 3), (2, 0, 4), (0, 1, 3)]:
+        assert ember.empty(shape).stride() == torch.empty(shape).stride()
+        assert ember.zeros(shape).contiguous().stride() == torch.zeros(shape).contiguous().stride()
+    assert ember.zeros(4, 3)[2:2].stride() == torch.zeros(4, 3)[2:2].stride()  # a view keeps its own layout
+    assert ember.zeros(2, 3)[:0].t().stride() == torch.zeros(2, 3)[:0].t().stride()
+    assert ember.zeros(5, 5).expand(2, 5, 5).stride() == (0, 5, 1)  # non-empty broadcasts keep their zero strides
+
+
 def test_views_share_version_counter_and_memory():
     base = ember.zeros(3, 4)
     v = base[1]

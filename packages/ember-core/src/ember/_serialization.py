@@ -25,7 +25,7 @@ from . import _backend
 from . import _dtype as D
 from ._device import device
 from ._size import Size
-from ._tensor import Tensor
+from ._tensor import Tensor, contiguous_strides
 
 __all__ = ["save", "load"]
 
@@ -111,7 +111,7 @@ class _CheckpointPickler(pickle._Pickler):
         layout = _layout_in(arr, base) if ref is None or ref.array.dtype == arr.dtype else None
         if layout is None:  # not expressible in its base's memory: save a contiguous copy of its own
             base = _backend.xp_of(arr).ascontiguousarray(arr)
-            layout, ref = (0, _contiguous_strides(arr.shape)), None
+            layout, ref = (0, contiguous_strides(arr.shape)), None
         if ref is None:
             ref = self._new_ref(base)
         return ref, layout[0], layout[1]
@@ -144,14 +144,6 @@ def _layout_in(arr, base):
     if start < 0 or end > base.nbytes or start % item or any(s < 0 or s % item for s in arr.strides):
         return None  # e.g. flipped (negative strides), or a "view" op that had to copy
     return start // item, tuple(s // item for s in arr.strides)
-
-
-def _contiguous_strides(shape):
-    strides, step = [], 1
-    for n in reversed(shape):
-        strides.append(step)
-        step *= max(n, 1)
-    return tuple(reversed(strides))
 
 
 def _address(arr):

@@ -34,13 +34,7 @@ class Tensor:
     def _wrap(cls, arr):
         """A new tensor over ``arr`` (no copy): the one constructor ops use."""
         t = object.__new__(cls)
-        t._data = arr
-        t._version = [0]
-        t._base = None
-        t._rg = False
-        t.grad = None
-        t.grad_fn = None
-        t._ext = None
+        _init(t, arr)
         return t
 
     def _view_of(self, base):
@@ -92,7 +86,11 @@ class Tensor:
         return self._data.nbytes
 
     def stride(self, dim=None):
-        st = tuple(s // self._data.itemsize for s in self._data.strides)
+        a = self._data
+        if a.size == 0 and not any(a.strides):  # NumPy zeroes an empty array's strides: report contiguous ones
+            st = contiguous_strides(a.shape)
+        else:
+            st = tuple(s // a.itemsize for s in a.strides)
         return st if dim is None else st[_wrap_dim(dim, self._data.ndim)]
 
     def storage_offset(self):
@@ -385,6 +383,15 @@ def _init(t, arr):
 
 def _address(arr):
     return arr.__array_interface__["data"][0] if type(arr) is np.ndarray else arr.data.ptr
+
+
+def contiguous_strides(shape):
+    """PyTorch's row-major strides (in elements) of ``shape``; a size-0 dim steps like a size-1 one."""
+    strides, step = [], 1
+    for n in reversed(shape):
+        strides.append(step)
+        step *= builtins.max(n, 1)
+    return tuple(reversed(strides))
 
 
 def _python_scalar(arr0):

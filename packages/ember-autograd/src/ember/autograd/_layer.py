@@ -81,8 +81,10 @@ def autograd_layer(call, call_next):
     if call.mode == "inplace" and target._base is not None and _chain(target) is not None:
         _rebase_view(target, node)
         return result
+    # an op may name outputs of this call that carry no gradient (svd's zero-filled U and V without compute_uv)
+    constant = op.constant_outputs(args, call.kwargs) if hasattr(op, "constant_outputs") else ()
     for i, o in enumerate(outputs):
-        if o.dtype.is_floating_point or o.dtype.is_complex:
+        if (o.dtype.is_floating_point or o.dtype.is_complex) and i not in constant:
             attach(o, node, i)
     return result
 

@@ -214,6 +214,8 @@ def _multilinear_list(op, args, kwargs, t, out):
 
 def _bilinear(op, args, kwargs, t, out):
     a, b = args[:2]
+    if not isinstance(a, Tensor):  # a Python number first (2 * x): mul, whose function refuses that order
+        return _times(t[1], a)
     rest = args[2:]
     return _sum(None if t[0] is None else op.fn(t[0], b, *rest, **kwargs),
                 None if t[1] is None else op.fn(a, t[1], *rest, **kwargs))
@@ -263,6 +265,30 @@ def _jointly_linear(op, args, kwargs, t, out):
     return op.fn(*[tangent(a, ta) for a, ta in zip(args, t)], **kwargs)
 
 
+def _det(op, args, kwargs, t, out):
+    """det(A) tr(A^-1 dA): zero for a singular matrix, as PyTorch's forward AD (its VJP can differ there)."""
+    a = args[0]
+    return out * (ember.linalg.inv_ex(a).inverse @ t[0]).diagonal(0, -2, -1).sum(-1)
+
+
+def _poisson_nll_loss(op, args, kwargs, t, out):
+    """Written out: PyTorch's forward AD masks Stirling's term of ``full`` after differentiating it, so the
+    NaN its log gives at targets <= 0 stays out of the tangent (the VJP keeps it, as PyTorch's backward)."""
+    names = ("input", "target", "log_input", "full", "eps", "reduction")
+    a = {**dict(zip(names, args)), **kwargs}
+    x, y, eps = a["input"], a["target"], a.get("eps", 1e-8)
+    log_input, full, reduction = a.get("log_input", True), a.get("full", False), a.get("reduction", 1)
+    dx = dy = None
+    if t[0] is not None:
+        dx = t[0] * (x.exp() - y if log_input else 1 - y / (x + eps))
+    if t[1] is not None:
+        dy = t[1] * (-x if log_input else -(x + eps).log())
+        if full:
+            dy = dy + ember.where(y > 1, t[1] * (y.log() + 0.5 / y), 0.0)
+    d = _sum(dx, dy)
+    return d.mean() if reduction == 1 else d.sum() if reduction == 2 else d
+
+
 def _where(op, args, kwargs, t, out):
     cond = args[0]
     return ember.where(cond, ember.zeros_like(out) if t[1] is None else t[1],
@@ -271,6 +297,7 @@ def _where(op, args, kwargs, t, out):
 
 _RULES = {
     "add": _add, "sub": _add, "div": _div, "true_divide": _div, "pow": _pow, "where": _where,
+    "det": _det, "linalg_det": _det, "poisson_nll_loss": _poisson_nll_loss,
     "exp": _unary(lambda x, y: y),
     "log": _unary(lambda x, y: 1 / x),
     "sqrt": _unary(lambda x, y: 0.5 / y),
@@ -290,7 +317,7 @@ _RULES.update(dict.fromkeys(
      "swapaxes", "swapdims", "t", "squeeze", "unsqueeze", "expand", "expand_as", "broadcast_to", "sum_to_size",
      "clone", "narrow", "select", "flip", "unbind", "__getitem__", "conj", "conj_physical", "real", "imag",
      "view_as_real", "view_as_complex", "_to_copy", "cumsum", "diff", "trace", "index_select", "gather", "take",
-     "take_along_dim"), _linear))
+     "take_along_dim", "embedding"), _linear))
 
 
 # ---- the double-VJP fallback -------------------------------------------------------------------
@@ -319,6 +346,11 @@ def _double_vjp(op, args, kwargs, tangents, out):
     outs = out if isinstance(out, tuple) else (out,)
     if all(o.numel() == 0 for o in outs if isinstance(o, Tensor)):
         return tuple(ember.zeros_like(o) for o in outs) if isinstance(out, tuple) else ember.zeros_like(out)
+    if all(x.numel() == 0 for _, x, _ in _pairs(args, (), tangents)):
+        # only empty inputs carry tangents: the tangent is zero, or NaN where the result is NaN (a mean over
+        # nothing), as PyTorch's formulas give it
+        zero = tuple(ember.where(o.isnan(), o, ember.zeros_like(o)) if isinstance(o, Tensor) else None for o in outs)
+        return zero if isinstance(out, tuple) else zero[0]
     seeds = [ember.zeros_like(o).requires_grad_() if o.dtype.is_floating_point or o.dtype.is_complex else None
              for o in outs]
     create_graph = any(t._rg for t in _flat(args) + _flat(tangents))

@@ -185,10 +185,12 @@ def _gelu_grad(input, approximate="none"):
         inner = _SQRT_2_PI * (input + 0.044715 * input ** 3)
         t = inner.tanh()
         return 0.5 * (1 + t) + 0.5 * input * (1 - t * t) * _SQRT_2_PI * (1 + 3 * 0.044715 * input * input)
-    # Phi(x) = gelu(x) / x (ember has no erf op), 1/2 at zero
+    # Phi(x) = gelu(x) / x (ember-core has no erf op); at zero its first-order Taylor polynomial, which has the
+    # value 1/2 and Phi's first and second derivatives there (so higher-order gradients stay right)
     nz = input != 0
-    cdf = where(nz, gelu.fn(input) / where(nz, input, 1.0), 0.5)
-    return cdf + input * (-0.5 * input * input).exp() * (1 / math.sqrt(2 * math.pi))
+    density = 1 / math.sqrt(2 * math.pi)
+    cdf = where(nz, gelu.fn(input) / where(nz, input, 1.0), 0.5 + density * input)
+    return cdf + input * (-0.5 * input * input).exp() * density
 
 
 pointwise_vjp(gelu, _gelu_grad)

@@ -173,9 +173,24 @@ def linalg_det(xp, A):
 
 
 def _det_vjp(ctx, g):
-    # a singular matrix has det 0: its (replaced) inverse is multiplied by zero, as in PyTorch
-    inv = linalg_inv_ex.fn(ctx.args[0]).inverse
-    return ((g * ctx.out.conj()).unsqueeze(-1).unsqueeze(-1) * H(inv),)
+    """g times the conjugated cofactor matrix conj(det) A^-H. Singular matrices (det 0) get zero, as in PyTorch,
+    unless a graph is being built (create_graph): then, as PyTorch, the cofactors' SVD form
+    conj(det U det Vh) U diag(product of the other singular values) Vh, which is differentiable there."""
+    a, d = ctx.args[0], ctx.out
+    grad = (g * d.conj()).unsqueeze(-1).unsqueeze(-1) * H(linalg_inv_ex.fn(a).inverse)
+    singular = d == 0
+    if a.numel() == 0 or not (a.requires_grad or g.requires_grad) or not bool(singular.any()):
+        return (grad,)
+    n = a.shape[-1]
+    eye = _factory.eye(n, dtype=a.dtype, device=a.device)
+    mask = singular.unsqueeze(-1).unsqueeze(-1)
+    # the other matrices go through the SVD as diag(1..n), whose distinct singular values keep this unused
+    # branch's derivatives finite
+    stand_in = eye * _factory.arange(1, n + 1, dtype=a.dtype, device=a.device)
+    u, s, vh = linalg_svd.fn(where_(mask, a, stand_in))
+    others = where_(eye.bool(), 1.0, s.unsqueeze(-2)).prod(-1)  # prod over j != i of s_j
+    scale = (g * (det.fn(u) * det.fn(vh)).conj()).unsqueeze(-1) * others
+    return (where_(mask, (u * scale.unsqueeze(-2)) @ vh, grad),)
 
 
 det.vjp(_det_vjp)
@@ -736,6 +751,10 @@ def where_(c, a, b):
 def _(ctx, gu, gs, gvh):
     u, s, vh = ctx.out
     return (svd_grad(u, s, vh, gu, gs, gvh),)
+
+
+# without compute_uv, U and V are constant zeros: no gradient history (read by the autograd layer)
+svd.constant_outputs = lambda args, kwargs: () if kwargs.get("compute_uv", len(args) < 3 or args[2]) else (0, 2)
 
 
 @svd.vjp

@@ -479,7 +479,9 @@ def histogram(xp, input, bins, *, range=None, weight=None, density=False):
     else:
         if bins <= 0:
             raise RuntimeError(f"torch.histogramdd(): bins must be > 0, but got {bins} for dimension 0")
-        lo, hi = (float(x.min()), float(x.max())) if range is None and x.size else (range or (0.0, 0.0))
+        if range is None:  # the data's range; PyTorch's for no data is [0, 1]
+            range = (float(x.min()), float(x.max())) if x.size else (0.0, 1.0)
+        lo, hi = range
         lo, hi = _bin_range(xp, "torch.histogramdd", x[:0], float(lo), float(hi), 0.5)
         edges = xp.linspace(lo, hi, bins + 1).astype(x.dtype)
     nb = edges.shape[0] - 1
