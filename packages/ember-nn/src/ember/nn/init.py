@@ -53,17 +53,27 @@ def normal_(tensor, mean=0.0, std=1.0, generator=None):
 
 
 def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
-    """Normal values conditioned on [a, b], by inverting the normal CDF on a uniform draw between the bounds."""
+    """Normal values conditioned on [a, b]: draws outside the bounds are redrawn until none is left (each
+    round redraws every outlier at once; ember-nn needs no erfinv, which ember-special provides)."""
     def cdf(x):
         return (1.0 + math.erf(x / math.sqrt(2.0))) / 2.0
     if mean < a - 2 * std or mean > b + 2 * std:
         warnings.warn("mean is more than 2 std from [a, b] in nn.init.trunc_normal_. The distribution of values may "
                       "be incorrect.", stacklevel=2)
+    mass = cdf((b - mean) / std) - cdf((a - mean) / std)
     with ember.no_grad():
-        lo, hi = cdf((a - mean) / std), cdf((b - mean) / std)
-        tensor.uniform_(2 * lo - 1, 2 * hi - 1, generator=generator)
-        tensor.erfinv_().mul_(std * math.sqrt(2.0)).add_(mean)
-        return tensor.clamp_(min=a, max=b)
+        tensor.normal_(mean, std, generator=generator)
+        for _ in range(_MAX_ROUNDS):
+            outside = (tensor < a) | (tensor > b)
+            if not outside.any():
+                return tensor
+            redraw = ember.empty_like(tensor).normal_(mean, std, generator=generator)
+            tensor.copy_(ember.where(outside, redraw, tensor))
+    raise RuntimeError(f"trunc_normal_: [{a}, {b}] holds only {mass:.3g} of the normal distribution's mass, too "
+                       "little to sample by rejection")
+
+
+_MAX_ROUNDS = 1000
 
 
 def constant_(tensor, val):
