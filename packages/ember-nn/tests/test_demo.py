@@ -35,14 +35,14 @@ def test_full_run_reaches_97_percent(tmp_path):
 
 def test_resume_continues_from_checkpoint(tmp_path):
     import ember
-    straight = _run("--epochs", "4", "--checkpoint", str(tmp_path / "a.pt"), cwd=tmp_path)
+    straight = _run("--epochs", "2", "--checkpoint", str(tmp_path / "a.pt"), cwd=tmp_path)
     ckpt = str(tmp_path / "b.pt")
-    _run("--epochs", "2", "--checkpoint", ckpt, cwd=tmp_path)  # an interrupted run: stopped after epoch 2
-    assert ember.load(ckpt)["epoch"] == 1
-    resumed = _run("--epochs", "4", "--checkpoint", ckpt, "--resume", cwd=tmp_path)
-    assert resumed[0] == f"resumed from {ckpt} after epoch 2"
+    _run("--epochs", "1", "--checkpoint", ckpt, cwd=tmp_path)  # an interrupted run: stopped after epoch 1
+    assert ember.load(ckpt)["epoch"] == 0
+    resumed = _run("--epochs", "2", "--checkpoint", ckpt, "--resume", cwd=tmp_path)
+    assert resumed[0] == f"resumed from {ckpt} after epoch 1"
     epochs = [line for line in resumed if line.startswith("epoch ")]
-    assert [line.split(":")[0] for line in epochs] == ["epoch 3", "epoch 4"]
-    assert epochs == [line for line in straight if line.startswith(("epoch 3:", "epoch 4:"))]
+    assert [line.split(":")[0] for line in epochs] == ["epoch 2"]
+    assert epochs == [line for line in straight if line.startswith("epoch 2:")]
     assert resumed[-1] == straight[-1]
-    assert ember.load(ckpt)["epoch"] == 3
+    assert ember.load(ckpt)["epoch"] == 1

@@ -289,6 +289,20 @@ def _poisson_nll_loss(op, args, kwargs, t, out):
     return d.mean() if reduction == 1 else d.sum() if reduction == 2 else d
 
 
+def _logsumexp(op, args, kwargs, t, out):
+    """Softmax-weighted tangents, sum(t exp(x - m)) / sum(exp(x - m)) with m the maximum (running sums for
+    logcumsumexp): written out since the VJP goes through log(g), not differentiable at the zero seed."""
+    a = {**dict(zip(("input", "dim", "keepdim"), args)), **kwargs}
+    x, dim = a["input"], a["dim"]
+    if x.is_complex():
+        return _double_vjp(op, args, kwargs, t, out)
+    e = (x - x.detach().amax(dim, keepdim=True)).exp() if x.numel() else x.exp()  # nothing: 0/0, NaN as PyTorch
+    if op.name == "logcumsumexp":
+        return (e * t[0]).cumsum(dim) / e.cumsum(dim)
+    keepdim = a.get("keepdim", False)
+    return (e * t[0]).sum(dim, keepdim=keepdim) / e.sum(dim, keepdim=keepdim)
+
+
 def _where(op, args, kwargs, t, out):
     cond = args[0]
     return ember.where(cond, ember.zeros_like(out) if t[1] is None else t[1],
@@ -297,7 +311,8 @@ def _where(op, args, kwargs, t, out):
 
 _RULES = {
     "add": _add, "sub": _add, "div": _div, "true_divide": _div, "pow": _pow, "where": _where,
-    "det": _det, "linalg_det": _det, "poisson_nll_loss": _poisson_nll_loss,
+    "det": _det, "linalg_det": _det, "poisson_nll_loss": _poisson_nll_loss, "logsumexp": _logsumexp,
+    "logcumsumexp": _logsumexp,
     "exp": _unary(lambda x, y: y),
     "log": _unary(lambda x, y: 1 / x),
     "sqrt": _unary(lambda x, y: 0.5 / y),
@@ -347,9 +362,10 @@ def _double_vjp(op, args, kwargs, tangents, out):
     if all(o.numel() == 0 for o in outs if isinstance(o, Tensor)):
         return tuple(ember.zeros_like(o) for o in outs) if isinstance(out, tuple) else ember.zeros_like(out)
     if all(x.numel() == 0 for _, x, _ in _pairs(args, (), tangents)):
-        # only empty inputs carry tangents: the tangent is zero, or NaN where the result is NaN (a mean over
-        # nothing), as PyTorch's formulas give it
-        zero = tuple(ember.where(o.isnan(), o, ember.zeros_like(o)) if isinstance(o, Tensor) else None for o in outs)
+        # only empty inputs carry tangents: the tangent is zero, or NaN where the result is not finite (a mean
+        # over nothing), as PyTorch's formulas give it
+        zero = tuple(ember.where(o.isfinite(), 0.0, math.nan).to(o.dtype) if isinstance(o, Tensor) else None
+                     for o in outs)
         return zero if isinstance(out, tuple) else zero[0]
     seeds = [ember.zeros_like(o).requires_grad_() if o.dtype.is_floating_point or o.dtype.is_complex else None
              for o in outs]
