@@ -160,13 +160,47 @@ class ModuleList(Module):
         return "ModuleList(\n  " + "\n  ".join(lines) + "\n)"
 
 
-class ModuleDict(Module):
+class _DictProtocol:
+    """The dict methods of ModuleDict and ParameterDict, over the ordered names ``self._names()``."""
+
+    def __len__(self):
+        return len(self._names())
+
+    def __iter__(self):
+        return iter(self._names())
+
+    def __contains__(self, key):
+        return key in self._names()
+
+    def keys(self):
+        return self._names().keys()
+
+    def items(self):
+        return ((k, self[k]) for k in self._names())
+
+    def values(self):
+        return (self[k] for k in self._names())
+
+    def pop(self, key):
+        value = self[key]
+        del self[key]
+        return value
+
+    def update(self, values):
+        for key, value in values.items() if hasattr(values, "items") else values:
+            self[key] = value
+
+
+class ModuleDict(_DictProtocol, Module):
     """A dict of modules, registered so that their parameters are the owner's."""
 
     def __init__(self, modules=None):
         super().__init__()
         if modules is not None:
             self.update(modules)
+
+    def _names(self):
+        return self._modules
 
     def __getitem__(self, key):
         return self._modules[key]
@@ -177,36 +211,8 @@ class ModuleDict(Module):
     def __delitem__(self, key):
         del self._modules[key]
 
-    def __len__(self):
-        return len(self._modules)
-
-    def __iter__(self):
-        return iter(self._modules)
-
-    def __contains__(self, key):
-        return key in self._modules
-
-    def keys(self):
-        return self._modules.keys()
-
-    def items(self):
-        return self._modules.items()
-
-    def values(self):
-        return self._modules.values()
-
     def clear(self):
         self._modules.clear()
-
-    def pop(self, key):
-        module = self[key]
-        del self[key]
-        return module
-
-    def update(self, modules):
-        items = modules.items() if hasattr(modules, "items") else modules
-        for key, module in items:
-            self[key] = module
 
 
 class ParameterList(Module):
@@ -250,7 +256,7 @@ class ParameterList(Module):
                          for i, p in enumerate(self))
 
 
-class ParameterDict(Module):
+class ParameterDict(_DictProtocol, Module):
     """A dict of parameters (tensors assigned are made Parameters)."""
 
     def __init__(self, parameters=None):
@@ -258,6 +264,9 @@ class ParameterDict(Module):
         self._keys = {}
         if parameters is not None:
             self.update(parameters)
+
+    def _names(self):
+        return self._keys
 
     def __getitem__(self, key):
         return getattr(self, key)
@@ -269,29 +278,6 @@ class ParameterDict(Module):
     def __delitem__(self, key):
         del self._keys[key]
         delattr(self, key)
-
-    def __len__(self):
-        return len(self._keys)
-
-    def __iter__(self):
-        return iter(self._keys)
-
-    def __contains__(self, key):
-        return key in self._keys
-
-    def keys(self):
-        return self._keys.keys()
-
-    def items(self):
-        return ((k, self[k]) for k in self._keys)
-
-    def values(self):
-        return (self[k] for k in self._keys)
-
-    def update(self, parameters):
-        items = parameters.items() if hasattr(parameters, "items") else parameters
-        for key, value in items:
-            self[key] = value
 
     def extra_repr(self):
         return "\n".join(f"({k}): Parameter containing: [{type(p).__name__} of size {'x'.join(map(str, p.shape))}]"
