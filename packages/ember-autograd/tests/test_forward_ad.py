@@ -18,10 +18,7 @@ from ember._registry import REGISTRY
 CORE_TESTS = pathlib.Path(__file__).resolve().parents[2] / "ember-core" / "tests"
 sys.path.insert(0, str(CORE_TESTS))
 optable = importlib.import_module("optable")
-
-LINES = list(optable.LINES)
-for _path in sorted(CORE_TESTS.glob("optable_*.py")):
-    LINES += importlib.import_module(_path.stem).LINES
+LINES = optable.all_lines()
 # where ember's tangent (from the op's VJP, which agrees with torch's backward) differs from torch's
 # forward-AD formula; to be looked into op by op
 DIVERGES = {

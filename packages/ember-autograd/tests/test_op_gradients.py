@@ -15,10 +15,7 @@ from ember._registry import REGISTRY
 CORE_TESTS = pathlib.Path(__file__).resolve().parents[2] / "ember-core" / "tests"
 sys.path.insert(0, str(CORE_TESTS))
 optable = importlib.import_module("optable")
-
-LINES = list(optable.LINES)
-for _path in sorted(CORE_TESTS.glob("optable_*.py")):
-    LINES += importlib.import_module(_path.stem).LINES
+LINES = optable.all_lines()
 CASES = [pytest.param(line, id=line.name) for line in LINES
          if line.grad and "float64" in line.dtypes and REGISTRY[line.name].differentiable]
 

@@ -277,3 +277,13 @@ LINES = [
     Line("copy_", _mutated("copy_"), lambda d, r: [((values(d, (2, 3), r), values("float64", (3,), r)), {}),
                                                    ((values(d, (2, 3), r), values(d, (4,), r)), {})]),
 ]
+
+
+def all_lines():
+    """Every line of the op table: this module's and those of each ``optable_<family>.py`` beside it."""
+    import importlib
+    import pathlib
+    lines = list(LINES)
+    for path in sorted(pathlib.Path(__file__).parent.glob("optable_*.py")):
+        lines += importlib.import_module(path.stem).LINES
+    return lines
