@@ -288,14 +288,20 @@ pointwise_vjp(softplus, lambda input, beta=1.0, threshold=20.0:
               where(input * beta > threshold, 1.0, (input * beta).sigmoid()))
 
 
+def _in_float(input, fn):
+    """``fn`` of ``input`` in floating point: integers give the default float, half types round back."""
+    is_float = input.dtype.kind in "fV"
+    x = up(input) if is_float else input.astype(D.get_default_dtype().np)
+    return fn(x).astype(input.dtype if is_float else x.dtype, copy=False)
+
+
 @op("softsign", method=False, function=False)
 @quiet
 def softsign(xp, input):
     """``x / (1 + |x|)`` (integers give the default float)."""
     if input.dtype.kind == "b":
         raise NotImplementedError("\"abs_cpu\" not implemented for 'Bool'")
-    x = up(input) if input.dtype.kind in "fV" else input.astype(D.get_default_dtype().np)
-    return (x / (1 + xp.abs(x))).astype(input.dtype if input.dtype.kind in "fV" else x.dtype, copy=False)
+    return _in_float(input, lambda x: x / (1 + xp.abs(x)))
 
 
 pointwise_vjp(softsign, lambda input: 1 / (1 + input.abs()) - input * input.sign() / (1 + input.abs()) ** 2)
@@ -307,8 +313,7 @@ def tanhshrink(xp, input):
     """``x - tanh(x)`` (integers give the default float)."""
     if input.dtype.kind == "b":
         raise RuntimeError("Subtraction, the `-` operator, with a bool tensor is not supported.")
-    x = up(input) if input.dtype.kind in "fV" else input.astype(D.get_default_dtype().np)
-    return (x - xp.tanh(x)).astype(input.dtype if input.dtype.kind in "fV" else x.dtype, copy=False)
+    return _in_float(input, lambda x: x - xp.tanh(x))
 
 
 pointwise_vjp(tanhshrink, lambda input: input.tanh() ** 2)

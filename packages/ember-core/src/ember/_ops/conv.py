@@ -15,16 +15,16 @@ from .._registry import REGISTRY, op
 from .activation import bound, grads, tname, up
 
 
-def _tuple(v, n, name):
-    """``v`` (an int or a sequence) as ``n`` ints, with PyTorch's error for the wrong length."""
+def _tuple(v, n, name, error=None):
+    """``v`` (an int or a sequence) as ``n`` ints, with PyTorch's error (or ``error``) for the wrong length."""
     if isinstance(v, (int, np.integer)):
         return (int(v),) * n
     v = tuple(int(x) for x in v)
     if len(v) == 1:
         return v * n
     if len(v) != n:
-        raise RuntimeError(f"expected {name} to be a single integer value or a list of {n} values to match the "
-                           f"convolution dimensions, but got {name}={list(v)}")
+        raise RuntimeError(error or f"expected {name} to be a single integer value or a list of {n} values to match "
+                           f"the convolution dimensions, but got {name}={list(v)}")
     return v
 
 

@@ -753,17 +753,22 @@ def _(ctx, g):
     return diagonal_scatter.fn(g.new_zeros(x.shape), g, o, d1, d2), None, None, None
 
 
-@op("diagonal_scatter")
-def diagonal_scatter(xp, input, src, offset=0, dim1=0, dim2=1):
-    """A copy of ``input`` with its ``offset``-th diagonal over (``dim1``, ``dim2``) replaced by ``src``."""
-    d1, d2 = _diag_dims(input.ndim, dim1, dim2)
+def _scatter_into(input, src, view_of):
+    """A copy of ``input`` whose view ``view_of(copy)`` is overwritten by ``src`` (of exactly the view's shape)."""
     out = input.copy()
-    view = _diag_view(xp, out, offset, d1, d2)
+    view = view_of(out)
     if view.shape != src.shape:
         raise RuntimeError(f"expected src to have a size equal to the slice of self. src size = {list(src.shape)}, "
                            f"slice size = {list(view.shape)}")
     view[...] = src
     return out
+
+
+@op("diagonal_scatter")
+def diagonal_scatter(xp, input, src, offset=0, dim1=0, dim2=1):
+    """A copy of ``input`` with its ``offset``-th diagonal over (``dim1``, ``dim2``) replaced by ``src``."""
+    d1, d2 = _diag_dims(input.ndim, dim1, dim2)
+    return _scatter_into(input, src, lambda out: _diag_view(xp, out, offset, d1, d2))
 
 
 @diagonal_scatter.vjp
@@ -836,13 +841,7 @@ def _(ctx, g):
 def select_scatter(xp, input, src, dim, index):
     """A copy of ``input`` with the slice at ``index`` of ``dim`` replaced by ``src``."""
     from .shape import select
-    out = input.copy()
-    view = select.impl(xp, out, dim, index)
-    if view.shape != src.shape:
-        raise RuntimeError(f"expected src to have a size equal to the slice of self. src size = {list(src.shape)}, "
-                           f"slice size = {list(view.shape)}")
-    view[...] = src
-    return out
+    return _scatter_into(input, src, lambda out: select.impl(xp, out, dim, index))
 
 
 @select_scatter.vjp
@@ -857,13 +856,7 @@ def slice_scatter(xp, input, src, dim=0, start=None, end=None, step=1):
     d = _wrap_dim(dim, input.ndim)
     if step <= 0:
         raise RuntimeError("slice step must be positive")
-    out = input.copy()
-    view = out[(slice(None),) * d + (slice(start, end, step),)]
-    if view.shape != src.shape:
-        raise RuntimeError(f"expected src to have a size equal to the slice of self. src size = {list(src.shape)}, "
-                           f"slice size = {list(view.shape)}")
-    view[...] = src
-    return out
+    return _scatter_into(input, src, lambda out: out[(slice(None),) * d + (slice(start, end, step),)])
 
 
 @slice_scatter.vjp
@@ -945,13 +938,7 @@ def _(ctx, g):
 @op("as_strided_scatter")
 def as_strided_scatter(xp, input, src, size, stride, storage_offset=None):
     """A contiguous copy of ``input`` with the strided view (size, stride, offset) of it replaced by ``src``."""
-    out = input.copy()
-    view = _strided(xp, out, size, stride, storage_offset or 0)
-    if view.shape != src.shape:
-        raise RuntimeError(f"expected src to have a size equal to the slice of self. src size = {list(src.shape)}, "
-                           f"slice size = {list(view.shape)}")
-    view[...] = src
-    return out
+    return _scatter_into(input, src, lambda out: _strided(xp, out, size, stride, storage_offset or 0))
 
 
 @as_strided_scatter.vjp

@@ -49,6 +49,16 @@ def _floats(*arrays):
     return D.storage(rd), [a.astype(cd, copy=False) for a in arrays]
 
 
+def _pointwise_grads(ctx, o, g, dx, dt=None):
+    """The gradients of the pointwise loss ``o`` of ``input`` and ``target`` from its output gradient ``g`` and
+    the partial derivatives ``dx`` and ``dt`` (None: target gets none)."""
+    a = bound(ctx, o)
+    x, t = a["input"], a["target"]
+    g = _unreduce(g, a["reduction"], P.broadcast_shapes(tuple(x.shape), tuple(t.shape)))
+    gt = None if dt is None else (g * dt).sum_to_size(t.shape)
+    return grads(ctx, o, input=(g * dx).sum_to_size(x.shape), target=gt)
+
+
 def _chain_vjp(o, args, g, **kwargs):
     """The VJP of op ``o`` at ``args`` (tensors) for output gradient ``g``: composite losses reuse it."""
     return o.vjp_fn(types.SimpleNamespace(args=args, kwargs=kwargs, out=o.fn(*args, **kwargs)), g)
@@ -114,12 +124,11 @@ def kl_div(xp, input, target, reduction=0, *, log_target=False):
 def _(ctx, g):
     a = bound(ctx, kl_div)
     x, t = a["input"], a["target"]
-    g = _unreduce(g, a["reduction"], P.broadcast_shapes(tuple(x.shape), tuple(t.shape)))
     if a["log_target"]:
         gx, gt = -t.exp(), t.exp() * (t - x + 1)
     else:  # d/dt of xlogy(t, t) as PyTorch's composite computes it: nan at t == 0
         gx, gt = -t, where(t != 0, t.log(), 0.0) + t / t - x
-    return grads(ctx, kl_div, input=(g * gx).sum_to_size(x.shape), target=(g * gt).sum_to_size(t.shape))
+    return _pointwise_grads(ctx, kl_div, g, gx, gt)
 
 
 # ---- margin losses ------------------------------------------------------------------------------
@@ -137,9 +146,8 @@ def hinge_embedding_loss(xp, input, target, margin=1.0, reduction=0):
 def _(ctx, g):
     a = bound(ctx, hinge_embedding_loss)
     x, t, m = a["input"], a["target"], a["margin"]
-    g = _unreduce(g, a["reduction"], P.broadcast_shapes(tuple(x.shape), tuple(t.shape)))
     d = where((t != 1) & (m - x >= 0), -1.0, 0.0) + where(t != -1, 1.0, 0.0)
-    return grads(ctx, hinge_embedding_loss, input=(g * d).sum_to_size(x.shape))
+    return _pointwise_grads(ctx, hinge_embedding_loss, g, d)
 
 
 @op("margin_ranking_loss", method=False)
@@ -217,7 +225,6 @@ def poisson_nll_loss(xp, input, target, log_input, full, eps, reduction):
 def _(ctx, g):
     a = bound(ctx, poisson_nll_loss)
     x, t = a["input"], a["target"]
-    g = _unreduce(g, a["reduction"], P.broadcast_shapes(tuple(x.shape), tuple(t.shape)))
     if a["log_input"]:
         gx, gt = x.exp() - t, -x
     else:
@@ -225,7 +232,7 @@ def _(ctx, g):
     if a["full"]:
         # PyTorch masks the Stirling term after computing it: its nan/inf at t <= 0 reach the gradient
         gt = gt + (t.log() + 0.5 / t) * where(t > 1, 1.0, 0.0)
-    return grads(ctx, poisson_nll_loss, input=(g * gx).sum_to_size(x.shape), target=(g * gt).sum_to_size(t.shape))
+    return _pointwise_grads(ctx, poisson_nll_loss, g, gx, gt)
 
 
 # ---- triplet margin loss ------------------------------------------------------------------------

@@ -13,19 +13,14 @@ from .. import _dtype as D
 from .._registry import op
 from .activation import bound, grads, tname, up
 from .conv import _conv, convolution
+from .conv import _tuple as _conv_tuple
 
 
 def _tuple(v, n, name, default=None):
+    """``v`` as ``n`` ints (``default`` when None or empty), with pooling's error for the wrong length."""
     if v is None or (not isinstance(v, int) and len(v) == 0):
         v = default
-    if isinstance(v, (int, np.integer)):
-        return (int(v),) * n
-    v = tuple(int(x) for x in v)
-    if len(v) == 1:
-        return v * n
-    if len(v) != n:
-        raise RuntimeError(f"{name} must either be a single int, or a tuple of {n} ints")
-    return v
+    return _conv_tuple(v, n, name, f"{name} must either be a single int, or a tuple of {n} ints")
 
 
 def _batched(name, x, n):

@@ -339,10 +339,6 @@ def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2.0, eps=1e-6,
     reduction = reduction_of(size_average, reduce, reduction)
     if margin <= 0:
         raise ValueError(f"margin must be greater than 0, got {margin}")
-    if not anchor.dim() == positive.dim() == negative.dim():
-        raise RuntimeError(f"The anchor, positive, and negative tensors are expected to have the same number of "
-                           f"dimensions, but got: anchor {anchor.dim()}D, positive {positive.dim()}D, and negative "
-                           f"{negative.dim()}D inputs")
     return core("triplet_margin_loss")(anchor, positive, negative, margin, p, eps, swap, _ENUM[reduction])
 
 

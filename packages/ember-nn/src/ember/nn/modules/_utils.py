@@ -1,5 +1,9 @@
-"""Helpers shared by the layer files: tuple arguments and factory keyword arguments."""
+"""Helpers shared by the layer files: tuple arguments, factory keyword arguments, parameter registration."""
 import collections.abc
+
+import ember
+
+from ..parameter import Parameter
 
 
 def _ntuple(n):
@@ -16,6 +20,12 @@ _single, _pair, _triple = _ntuple(1), _ntuple(2), _ntuple(3)
 def factory(device, dtype):
     """The ``device``/``dtype`` keyword arguments of tensor factories (PyTorch's ``factory_kwargs``)."""
     return {"device": device, "dtype": dtype}
+
+
+def empty_parameters(module, fk, **shapes):
+    """Registers an uninitialised Parameter of each given shape on ``module`` (None: the parameter is None)."""
+    for name, shape in shapes.items():
+        module.register_parameter(name, None if shape is None else Parameter(ember.empty(shape, **fk)))
 
 
 def inplace_str(inplace, first=False):

@@ -5,8 +5,7 @@ import ember
 
 from .. import functional as F
 from .. import init
-from ..parameter import Parameter
-from ._utils import _pair, _single, _triple, factory
+from ._utils import _pair, _single, _triple, empty_parameters, factory
 from .lazy import LazyModuleMixin, UninitializedParameter
 from .linear import _fan_in_uniform_
 from .module import Module
@@ -57,11 +56,8 @@ class _ConvNd(Module):
             pads = [(p, p) for p in self.padding] if not isinstance(padding, str) else [(0, 0)] * self.n
         self._reversed_padding_repeated_twice = [p for pair in reversed(pads) for p in pair]
         shape = (in_channels, out_channels // groups) if self.transposed else (out_channels, in_channels // groups)
-        self.weight = Parameter(ember.empty(shape + self.kernel_size, **factory(device, dtype)))
-        if bias:
-            self.bias = Parameter(ember.empty(out_channels, **factory(device, dtype)))
-        else:
-            self.register_parameter("bias", None)
+        empty_parameters(self, factory(device, dtype), weight=shape + self.kernel_size,
+                         bias=out_channels if bias else None)
         self.reset_parameters()
 
     def reset_parameters(self):

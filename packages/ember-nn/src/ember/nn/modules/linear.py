@@ -5,8 +5,7 @@ import ember
 
 from .. import functional as F
 from .. import init
-from ..parameter import Parameter
-from ._utils import factory
+from ._utils import empty_parameters, factory
 from .lazy import LazyModuleMixin, UninitializedParameter
 from .module import Module
 
@@ -35,11 +34,8 @@ class Linear(Module):
     def __init__(self, in_features, out_features, bias=True, device=None, dtype=None):
         super().__init__()
         self.in_features, self.out_features = in_features, out_features
-        self.weight = Parameter(ember.empty((out_features, in_features), **factory(device, dtype)))
-        if bias:
-            self.bias = Parameter(ember.empty(out_features, **factory(device, dtype)))
-        else:
-            self.register_parameter("bias", None)
+        empty_parameters(self, factory(device, dtype), weight=(out_features, in_features),
+                         bias=out_features if bias else None)
         self.reset_parameters()
 
     def reset_parameters(self):
@@ -87,11 +83,8 @@ class Bilinear(Module):
     def __init__(self, in1_features, in2_features, out_features, bias=True, device=None, dtype=None):
         super().__init__()
         self.in1_features, self.in2_features, self.out_features = in1_features, in2_features, out_features
-        self.weight = Parameter(ember.empty((out_features, in1_features, in2_features), **factory(device, dtype)))
-        if bias:
-            self.bias = Parameter(ember.empty(out_features, **factory(device, dtype)))
-        else:
-            self.register_parameter("bias", None)
+        empty_parameters(self, factory(device, dtype), weight=(out_features, in1_features, in2_features),
+                         bias=out_features if bias else None)
         self.reset_parameters()
 
     def reset_parameters(self):

@@ -7,7 +7,7 @@ import ember
 from .. import functional as F
 from .. import init
 from ..parameter import Parameter
-from ._utils import factory
+from ._utils import empty_parameters, factory
 from .lazy import LazyModuleMixin, UninitializedBuffer, UninitializedParameter
 from .module import Module
 
@@ -15,6 +15,17 @@ __all__ = ["BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "SyncBatchNorm", "Instan
            "InstanceNorm3d", "LazyBatchNorm1d", "LazyBatchNorm2d", "LazyBatchNorm3d", "LazyInstanceNorm1d",
            "LazyInstanceNorm2d", "LazyInstanceNorm3d", "LayerNorm", "GroupNorm", "RMSNorm", "LocalResponseNorm",
            "CrossMapLRN2d"]
+
+
+def _affine(module, enabled, bias, shape, fk):
+    """The learnable scale ``weight`` and shift ``bias`` (None when not ``enabled``; bias None unless ``bias``)."""
+    empty_parameters(module, fk, weight=shape if enabled else None, bias=shape if enabled and bias else None)
+
+
+def _reset_affine(module):
+    init.ones_(module.weight)
+    if module.bias is not None:
+        init.zeros_(module.bias)
 
 
 class _NormBase(Module):
@@ -29,15 +40,7 @@ class _NormBase(Module):
         fk = factory(device, dtype)
         self.num_features, self.eps, self.momentum = num_features, eps, momentum
         self.affine, self.track_running_stats = affine, track_running_stats
-        if affine:
-            self.weight = Parameter(ember.empty(num_features, **fk))
-            if bias:
-                self.bias = Parameter(ember.empty(num_features, **fk))
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        _affine(self, affine, bias, num_features, fk)
         if track_running_stats:
             self.register_buffer("running_mean", ember.zeros(num_features, **fk))
             self.register_buffer("running_var", ember.ones(num_features, **fk))
@@ -57,9 +60,7 @@ class _NormBase(Module):
     def reset_parameters(self):
         self.reset_running_stats()
         if self.affine:
-            init.ones_(self.weight)
-            if self.bias is not None:
-                init.zeros_(self.bias)
+            _reset_affine(self)
 
     def _check_input_dim(self, input):
         if input.dim() not in self.dims:
@@ -231,22 +232,12 @@ class LayerNorm(Module):
         super().__init__()
         self.normalized_shape, self.eps, self.elementwise_affine = _shape(normalized_shape), eps, elementwise_affine
         fk = factory(device, dtype)
-        if elementwise_affine:
-            self.weight = Parameter(ember.empty(self.normalized_shape, **fk))
-            if bias:
-                self.bias = Parameter(ember.empty(self.normalized_shape, **fk))
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        _affine(self, elementwise_affine, bias, self.normalized_shape, fk)
         self.reset_parameters()
 
     def reset_parameters(self):
         if self.elementwise_affine:
-            init.ones_(self.weight)
-            if self.bias is not None:
-                init.zeros_(self.bias)
+            _reset_affine(self)
 
     def forward(self, input):
         return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
@@ -264,22 +255,12 @@ class GroupNorm(Module):
         if num_channels % num_groups:
             raise ValueError("num_channels must be divisible by num_groups")
         self.num_groups, self.num_channels, self.eps, self.affine = num_groups, num_channels, eps, affine
-        if affine:
-            self.weight = Parameter(ember.empty(num_channels, **factory(device, dtype)))
-            if bias:
-                self.bias = Parameter(ember.empty(num_channels, **factory(device, dtype)))
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        _affine(self, affine, bias, num_channels, factory(device, dtype))
         self.reset_parameters()
 
     def reset_parameters(self):
         if self.affine:
-            init.ones_(self.weight)
-            if self.bias is not None:
-                init.zeros_(self.bias)
+            _reset_affine(self)
 
     def forward(self, input):
         return F.group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
