@@ -1,0 +1,133 @@
+"""Shared pieces of ember-special's op blocks: dtype rules, engines (SciPy, numba, cupyx, ember's
+CuPy kernels), the registration helper and the wrappers for PyTorch's extra call forms.
+
+Nothing here imports SciPy, numba or CuPy at import time: each engine is loaded on first use.
+"""
+import functools
+
+import numpy as np
+
+from ember import _dtype as D
+from ember._dispatch import FORCED, Call, run_layers
+from ember._registry import TORCH_NAME, elementwise, elementwise_impl
+from ember._tensor import Tensor
+
+OPS = []  # the ops ember-special registers, in order (installed by _setup.install)
+METHODS = {}  # Tensor methods whose call form differs from the function's (x.polygamma(n))
+_HALF = (D.float16, D.bfloat16)
+
+
+def float_rule(kernel, half=True, ints=True):
+    """Integers and bool become the default float (unless ``ints=False``: PyTorch's igamma refuses
+    them); float16/bfloat16 compute in float32, or are refused where PyTorch's CPU kernel is
+    float32/float64 only; complex is refused."""
+    def rule(dt, dtypes, **kwargs):  # (kwargs such as mvlgamma's p are the op's own)
+        if dt.is_complex or (dt in _HALF and not half) or (dt.category < 2 and not ints):
+            raise NotImplementedError(f"\"{kernel}_cpu\" not implemented for '{TORCH_NAME[dt]}'")
+        if dt.category < 2:
+            dt = D.get_default_dtype()
+        return (D.float32 if dt in _HALF else dt), dt
+    return rule
+
+
+def special_op(name, *, public=False, kernel=None, half=True, ints=True, **options):
+    """Register an elementwise op of ember.special. Names PyTorch has only under torch.special are
+    registered as ``special_<name>`` without a function or method; ``public=True`` for the names
+    PyTorch also has as ``torch.<name>``/``Tensor.<name>``."""
+    reg = name if public else f"special_{name}"
+    if not public:
+        options.update(function=False, method=False, inplace=False)
+
+    def register(impl):
+        @functools.wraps(impl)
+        def quiet(*args, **kwargs):  # NaN/inf results are PyTorch's too: no NumPy warnings
+            with np.errstate(all="ignore"):
+                return impl(*args, **kwargs)
+        o = elementwise(reg, rule=float_rule(kernel or name, half, ints), **options)(quiet)
+        OPS.append(o)
+        return o
+    return register
+
+
+# ---- engines ----------------------------------------------------------------------------------
+def lib(xp):
+    """``scipy.special`` for NumPy arrays, ``cupyx.scipy.special`` for CuPy arrays."""
+    if xp is np:
+        import scipy.special
+        return scipy.special
+    import cupyx.scipy.special
+    return cupyx.scipy.special
+
+
+_NUMBA = {}
+
+
+def fast(name):
+    """numba's parallel ufunc for the scalar kernel ``name`` of ``_numba`` (built once)."""
+    k = _NUMBA.get(name)
+    if k is None:
+        from . import _numba
+        k = _NUMBA[name] = _numba.make(name)
+    return k
+
+
+def kernel(xp, name, *arrays):
+    """Run scalar kernel ``name``: numba on the CPU, ember's CuPy kernel on CUDA."""
+    if xp is np:
+        return fast(name)(*arrays)
+    from . import _cuda
+    return _cuda.KERNELS[name](*arrays)
+
+
+# ---- PyTorch's extra call forms -----------------------------------------------------------------
+def scalar_first(o):
+    """Let the public function take a Python number as its first operand, as PyTorch's Scalar
+    overloads do (``xlogy(2, y)``); the method keeps ``self`` a tensor."""
+    fn = o.fn
+
+    def call(input, other, *, out=None):
+        if isinstance(input, Tensor) or not isinstance(other, Tensor):
+            return fn(input, other, out=out)
+        c = Call(o, (input, other), {}, None if out is None else "out", out)
+        return run_layers(c, elementwise_impl) if FORCED[0] or other._rg else elementwise_impl(c)
+    call.__name__ = call.__qualname__ = fn.__name__
+    call.__doc__, call.__module__, call.op = fn.__doc__, fn.__module__, o
+    o.fn = call
+    return o
+
+
+def public(o, function, method=None, inplace=None):
+    """Give op ``o`` (registered with a keyword argument such as ``n``) PyTorch's call forms:
+    ``function`` becomes its public function, ``method``/``inplace`` its Tensor methods."""
+    function.__module__, function.op = "ember", o
+    function.__doc__ = o.fn.__doc__
+    o.fn = function
+    if method:
+        METHODS[o.name] = method
+    if inplace:
+        METHODS[o.name + "_"] = inplace
+    return o
+
+
+def grad_of(ctx, i):
+    """Whether the call's ``i``-th argument is a tensor that asked for a gradient. ember-autograd hands
+    VJPs detached arguments (unless create_graph), so its node's record of its inputs is asked first."""
+    arg = ctx.args[i]
+    if not isinstance(arg, Tensor):
+        return False
+    meta = getattr(getattr(ctx, "_node", None), "_in_meta", None)  # one entry per tensor argument
+    if meta is not None:
+        return meta[sum(isinstance(a, Tensor) for a in ctx.args[:i])] is not None
+    return arg._rg
+
+
+def tensor_only_inplace(o):
+    """The in-place method refuses a Python number operand, as PyTorch's tensor-only signatures do."""
+    inplace = o.inplace_fn
+
+    def call(self, other):
+        if not isinstance(other, Tensor):
+            raise TypeError(f"{o.name}_(): argument 'other' (position 1) must be Tensor, not {type(other).__name__}")
+        return inplace(self, other)
+    o.inplace_fn = call
+    return o
