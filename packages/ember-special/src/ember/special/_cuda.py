@@ -18,6 +18,15 @@ PREAMBLE = _array("ember_airy_ai_tab", AIRY_AI) + _array("ember_airy_aip_tab", A
 #define EMBER_AIRY_LO {AIRY_LO:.1f}
 #define EMBER_AIRY_HI {AIRY_HI:.1f}
 #define EMBER_PI 3.141592653589793
+// NVRTC has no <cmath> macros: infinity and NaN made by IEEE arithmetic, which host and device share
+__device__ inline double ember_inf() {{ volatile double zero = 0.0; return 1.0 / zero; }}
+__device__ inline double ember_nan() {{ volatile double zero = 0.0; return zero / zero; }}
+#ifndef INFINITY
+#define INFINITY (ember_inf())
+#endif
+#ifndef NAN
+#define NAN (ember_nan())
+#endif
 __device__ inline double ember_airy_ai(double x) {{
   if (isnan(x) || x == INFINITY) return NAN;  // PyTorch gives NaN at +inf
   if (x > EMBER_AIRY_HI + 0.25) {{
