@@ -59,8 +59,9 @@ def test_registration_and_traversal():
 def test_state_dict_round_trip_strict_and_non_strict():
     net = Net()
     sd = net.state_dict()
+    # as in torch, the module registered twice appears under both names
     assert list(sd) == ["a.weight", "a.bias", "a.steps", "b.0.weight", "b.0.bias", "b.0.steps", "b.1.weight",
-                        "b.1.bias", "b.1.steps", "shared.weight", "shared.bias", "shared.steps"]  # as torch: shared twice
+                        "b.1.bias", "b.1.steps", "shared.weight", "shared.bias", "shared.steps"]
     assert not sd["a.weight"].requires_grad and sd["a.weight"].grad_fn is None
     other = Net()
     with ember.no_grad():
