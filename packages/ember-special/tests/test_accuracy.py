@@ -7,14 +7,7 @@ import pytest
 pytest.importorskip("mpmath")
 import accuracy  # noqa: E402
 
-# ember-core's log_softmax sums exp(x - max) and takes its log: for the row's largest elements the result
-# is -log(1 + small), which loses digits that PyTorch keeps (ember-core's op, reported to its owner)
-CORE_GAPS = {("log_softmax", "float64")}
-
-
-CASES = [pytest.param(name, dtype, id=f"{name}-{dtype}",
-                      marks=[pytest.mark.xfail(strict=True, reason="ember-core's log_softmax")] * ((name, dtype)
-                                                                                               in CORE_GAPS))
+CASES = [pytest.param(name, dtype, id=f"{name}-{dtype}")
          for name in accuracy.CASES for dtype in ("float32", "float64")]
 
 

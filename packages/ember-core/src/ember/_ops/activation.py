@@ -89,8 +89,13 @@ def _softmax(xp, input, dim, dtype, log):
         return (_LOG_SOFTMAX if log else _SOFTMAX)(x, m, s).astype(input.dtype)
     z = x - m
     e = np.exp(z)
-    s = e.sum(axis=d, keepdims=True)
-    return (z - np.log(s) if log else e / s).astype(input.dtype, copy=False)
+    if log:
+        # log(sum) = log1p(sum of the terms besides one maximum): summing 1 + tiny first would round the tiny
+        # part away, and the maximum's result (-log(sum)) would lose its relative accuracy
+        ties = z == 0
+        rest = np.where(ties, 0, e).sum(axis=d, keepdims=True) + (ties.sum(axis=d, keepdims=True) - 1)
+        return (z - np.log1p(rest)).astype(input.dtype, copy=False)
+    return (e / e.sum(axis=d, keepdims=True)).astype(input.dtype, copy=False)
 
 
 @op("softmax")
