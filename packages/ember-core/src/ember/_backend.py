@@ -16,8 +16,8 @@ def cupy():
         try:
             import cupy as cp
         except ImportError as e:
-            raise RuntimeError("CUDA tensors need CuPy: pip install 'ember-core[cuda12]' (or [cuda13]) "
-                               f"({e})") from None
+            raise RuntimeError("CUDA is not available: CUDA tensors need CuPy: pip install 'ember-core[cuda12]' "
+                               f"(or [cuda13]) ({e})") from None
         _cupy = cp
     return _cupy
 

@@ -93,17 +93,10 @@ def retain_grad(self):
     self._ext = {**(self._ext or {}), "retains_grad": True}
 
 
-def detach_(self):
-    """Cut this tensor from its history, in place."""
-    self.grad_fn = None
-    self._rg = False
-    return self
-
-
 def is_inference(self):
     return bool(self._ext and self._ext.get("inference"))
 
 
 _TENSOR_METHODS = {"backward": backward, "register_hook": register_hook, "retain_grad": retain_grad,
-                   "register_post_accumulate_grad_hook": register_post_accumulate_grad_hook, "detach_": detach_,
+                   "register_post_accumulate_grad_hook": register_post_accumulate_grad_hook,
                    "is_inference": is_inference}

@@ -267,8 +267,16 @@ def detach(self):
     return Tensor._wrap(self._data)._view_of(self)
 
 
+def detach_(self):
+    """Cut this tensor from its autograd history, in place."""
+    self.grad_fn = None
+    self._rg = False
+    return self
+
+
 Tensor.contiguous = contiguous
 Tensor.detach = detach
+Tensor.detach_ = detach_
 
 
 # ---- joining ------------------------------------------------------------------------------------
