@@ -48,6 +48,9 @@ TORCH_NAME = {D.bool: "Bool", D.uint8: "Byte", D.int8: "Char", D.int16: "Short",
 class Op:
     """One registered op. Calling it calls its public function."""
 
+    # (args, kwargs) -> indices of outputs that carry no gradient; set by ops that have such outputs
+    constant_outputs = None
+
     def __init__(self, name, impl, kind, *, differentiable=True, view=False, method=True, function=True,
                  inplace=False, operators=(), kernel=None, rule=None, returns=None, mutates=False, scalars=True):
         if name in REGISTRY:
@@ -325,8 +328,11 @@ def _elementwise_slow(op, operands, kwargs, out, mode):
         _check_operands(op, operands)
         if out is None:
             call.mode = None
-    if FORCED[0] or any(isinstance(x, Tensor) and x._rg for x in operands):
+    if FORCED[0]:
         return run_layers(call, elementwise_impl)
+    for x in operands:
+        if isinstance(x, Tensor) and x._rg:
+            return run_layers(call, elementwise_impl)
     return elementwise_impl(call)
 
 

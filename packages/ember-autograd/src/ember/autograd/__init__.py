@@ -1,5 +1,6 @@
 """ember.autograd: reverse-mode automatic differentiation (the engine; derivative rules live with the ops)."""
 import ember
+from ember._backend import xp_of
 from ember._tensor import Tensor
 
 from . import grad_mode  # noqa: F401  (ember.autograd.grad_mode, as in PyTorch)
@@ -37,8 +38,7 @@ def _default_grads(outputs, grads):
         if g is None:
             if out.numel() != 1:
                 raise RuntimeError("grad can be implicitly created only for scalar outputs")
-            g = Tensor._wrap(out._data.__array_namespace__().ones_like(out._data)
-                             if hasattr(out._data, "__array_namespace__") else ember.ones_like(out)._data)
+            g = Tensor._wrap(xp_of(out._data).ones_like(out._data))
         elif not isinstance(g, Tensor):
             g = ember.full_like(out, g)
         elif tuple(g.shape) != tuple(out.shape):

@@ -15,6 +15,7 @@ from ember._tensor import Tensor
 from . import anomaly_mode, grad_mode
 
 _seq = itertools.count()
+_EMPTY = {}  # the gradients of a node none reached (never written)
 _FREED = ("Trying to backward through the graph a second time (or directly access saved tensors after they have "
           "already been freed). Saved intermediate values of the graph are freed when you call .backward() or "
           "autograd.grad(). Specify retain_graph=True if you need to backward through the graph a second time or if "
@@ -24,11 +25,12 @@ _FREED = ("Trying to backward through the graph a second time (or directly acces
 class SavedContext:
     """What a VJP sees: the call's arguments and result, checked against in-place changes on access."""
 
-    __slots__ = ("_args", "kwargs", "_out", "_versions", "_node", "_plain")
+    __slots__ = ("_args", "kwargs", "_out", "_versions", "_node", "_pargs", "_pout")
 
     def __init__(self, args, kwargs, out, node, inputs, outputs):
         self._args, self.kwargs, self._out, self._node = args, kwargs, out, node
-        self._plain = None  # (args, out) cut from the graph, made once for VJPs run without create_graph
+        self._pargs = self._pout = None  # args and out cut from the graph, made once (when read) for VJPs run
+        # without create_graph
         self._versions = ([(t, t._version[0]) for t in inputs], [(t, t._version[0]) for t in outputs])
 
     def _check(self, which):
@@ -47,21 +49,24 @@ class SavedContext:
     def args(self):
         """The call's arguments (checked: none changed in place since the call)."""
         self._check(0)
-        return self._args if grad_mode.MODE.enabled else self._cut()[0]
+        if grad_mode.MODE.enabled:
+            return self._args
+        if self._pargs is None:
+            self._pargs = _detached(self._args)
+        return self._pargs
 
     @property
     def out(self):
         """The call's result (checked: not changed in place since the call)."""
         self._check(1)
-        return self._out if grad_mode.MODE.enabled else self._cut()[1]
-
-    def _cut(self):
-        if self._plain is None:
-            self._plain = (_detached(self._args), _detached(self._out))
-        return self._plain
+        if grad_mode.MODE.enabled:
+            return self._out
+        if self._pout is None:
+            self._pout = _detached(self._out)
+        return self._pout
 
     def free(self):
-        self._args = self._out = self._versions = self._plain = None
+        self._args = self._out = self._versions = self._pargs = self._pout = None
 
 
 _LEGACY = {ember.float32: "torch.FloatTensor", ember.float64: "torch.DoubleTensor", ember.float16: "torch.HalfTensor",
@@ -73,6 +78,9 @@ def _detached(x):
     """``x`` with its tensors cut from the graph: without create_graph, VJP ops then take the fast path."""
     if isinstance(x, Tensor):
         return Tensor._wrap(x._data) if x._rg else x
+    if type(x) is tuple:
+        return tuple([Tensor._wrap(v._data) if type(v) is Tensor and v._rg else v if type(v) is not list
+                      and type(v) is not tuple and not isinstance(v, Tensor) else _detached(v) for v in x])
     if isinstance(x, (list, tuple)):
         return type(x)(_detached(v) for v in x)
     return x
@@ -89,8 +97,8 @@ def _flat_tensors(x):
 class Node:
     """A backward function: turns gradients of its outputs into gradients of its inputs."""
 
-    __slots__ = ("_vjp", "_name", "_ctx", "next_functions", "_in_meta", "_out_meta", "_structure", "_pre_hooks",
-                 "_hooks", "seq", "metadata", "_trace", "materialize", "__weakref__")
+    __slots__ = ("_vjp", "_name", "_ctx", "next_functions", "_in_meta", "_out_meta", "_structure", "_pos",
+                 "_pre_hooks", "_hooks", "seq", "metadata", "_trace", "materialize", "__weakref__")
 
     def __init__(self, name, vjp, args, kwargs, outputs, as_tuple=False, inputs=None):
         self._vjp, self._name = vjp, name
@@ -100,9 +108,25 @@ class Node:
         self.materialize = True  # unused float outputs get zero gradients (custom Functions may opt out)
         if inputs is None:
             inputs = _flat_tensors(args)
-        self.next_functions = tuple(edge_of(t) if t._rg else (None, 0) for t in inputs)
-        self._in_meta = [(t._data.shape, t.dtype, t.device) if t._rg else None for t in inputs]
+        edges, in_meta = [], []
+        for t in inputs:
+            if t._rg:
+                edges.append(edge_of(t))
+                in_meta.append((t._data.shape, t.dtype, t.device))
+            else:
+                edges.append((None, 0))
+                in_meta.append(None)
+        self.next_functions, self._in_meta = tuple(edges), in_meta
         self._structure = args
+        # where the tensor arguments are, when none is inside a list (apply then picks their gradients directly)
+        pos = []
+        for i, a in enumerate(args):
+            if isinstance(a, Tensor):
+                pos.append(i)
+            elif isinstance(a, (list, tuple)):
+                pos = None
+                break
+        self._pos = pos
         self._out_meta = [(o._data.shape, o.dtype, o.device) for o in outputs]
         # ctx.out: one tensor, or a tuple when several (or the op returned a tuple, even of one)
         out = outputs[0] if len(outputs) == 1 and not as_tuple else tuple(outputs)
@@ -134,10 +158,13 @@ class Node:
         if ctx._versions is None:
             raise RuntimeError(_FREED)
         result = self._vjp(ctx, *grads)
-        if not isinstance(result, (tuple, list)):
+        if type(result) is not tuple and not isinstance(result, (tuple, list)):
             result = (result,)
         if self._structure is None:  # the VJP already returns one gradient per edge
             return [_fit(g, m) for g, m in zip(result, self._in_meta)]
+        if self._pos is not None:
+            n = len(result)
+            return [_fit(result[i] if i < n else None, m) for i, m in zip(self._pos, self._in_meta)]
         flat = []
         for i, arg in enumerate(self._structure):
             g = result[i] if i < len(result) else None
@@ -214,8 +241,9 @@ def accumulator(t):
 
 def edge_of(t):
     """(node, output index) through which gradient reaches ``t``."""
-    if t.grad_fn is not None:
-        return t.grad_fn, (t._ext or {}).get("out_idx", 0)
+    fn = t.grad_fn
+    if fn is not None:
+        return fn, t._ext.get("out_idx", 0) if t._ext is not None else 0
     return accumulator(t), 0
 
 
@@ -275,9 +303,10 @@ def run_backward(roots, grad_roots, retain_graph=False, create_graph=False, inpu
     heapq.heapify(ready)
     with grad_mode.set_grad_enabled(create_graph):
         while ready:
-            _, _, node = heapq.heappop(ready)
-            grads = buffers.pop(node, {})
-            outs = [grads.get(i) for i in range(len(node._out_meta))]
+            node = heapq.heappop(ready)[2]
+            grads = buffers.pop(node, _EMPTY)
+            n_out = len(node._out_meta)
+            outs = [grads.get(0)] if n_out == 1 else [grads.get(i) for i in range(n_out)]
             if node._pre_hooks:
                 outs = _run_pre_hooks(node, outs)
             if targets:
@@ -290,9 +319,9 @@ def run_backward(roots, grad_roots, retain_graph=False, create_graph=False, inpu
                 continue
             if needed is not None and node not in needed:
                 continue
-            if all(g is not None for g in outs):  # (`None in outs` would call Tensor.__eq__)
-                next_grads = _apply(node, outs)
-            elif all(g is None for g in outs):
+            if outs[0] is not None if n_out == 1 else all(g is not None for g in outs):
+                next_grads = _apply(node, outs)  # (`None in outs` would call Tensor.__eq__)
+            elif n_out == 1 or all(g is None for g in outs):
                 next_grads = [None] * len(node.next_functions)
             else:
                 if node.materialize:
@@ -306,8 +335,8 @@ def run_backward(roots, grad_roots, retain_graph=False, create_graph=False, inpu
                     continue
                 if g is not None:
                     _add(buffers, nxt, idx, g)
-                deps[nxt] -= 1
-                if deps[nxt] == 0:
+                left = deps[nxt] = deps[nxt] - 1
+                if not left:
                     heapq.heappush(ready, (-nxt.seq, id(nxt), nxt))
     if inputs is not None:
         if not allow_unused and any(g is None for g in captured):
@@ -340,8 +369,11 @@ def _run_pre_hooks(node, outs):
 
 
 def _add(buffers, node, idx, g):
-    slot = buffers.setdefault(node, {})
-    slot[idx] = g if idx not in slot else slot[idx] + g
+    slot = buffers.get(node)
+    if slot is None:
+        buffers[node] = {idx: g}
+    else:
+        slot[idx] = g if idx not in slot else slot[idx] + g
 
 
 def _needed(order, target_nodes):

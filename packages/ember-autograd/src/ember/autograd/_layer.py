@@ -49,7 +49,10 @@ def autograd_layer(call, call_next):
     if not mode.enabled:
         return call_next(call)
     tensors = call.tensors()
-    if not any(t._rg for t in tensors):
+    for t in tensors:
+        if t._rg:
+            break
+    else:
         return call_next(call)
     _inference_check(tensors)
     op = call.op
@@ -73,7 +76,7 @@ def autograd_layer(call, call_next):
     result = call_next(call)
     if not op.differentiable:
         return result
-    outputs = _flat_tensors(result)
+    outputs = [result] if type(result) is Tensor else _flat_tensors(result)
     node = Node(node_name(op), op.vjp_fn or _missing_vjp(op), args, call.kwargs, outputs,
                 as_tuple=isinstance(result, tuple), inputs=inputs)
     if anomaly_mode._STATE.enabled:
@@ -82,7 +85,7 @@ def autograd_layer(call, call_next):
         _rebase_view(target, node)
         return result
     # an op may name outputs of this call that carry no gradient (svd's zero-filled U and V without compute_uv)
-    constant = op.constant_outputs(args, call.kwargs) if hasattr(op, "constant_outputs") else ()
+    constant = op.constant_outputs(args, call.kwargs) if op.constant_outputs is not None else ()
     for i, o in enumerate(outputs):
         if (o.dtype.is_floating_point or o.dtype.is_complex) and i not in constant:
             attach(o, node, i)

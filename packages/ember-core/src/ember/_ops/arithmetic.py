@@ -41,9 +41,25 @@ def add(xp, a, b, *, alpha=1):
     return xp.add(a, b if alpha == 1 else b * alpha)
 
 
+def _wanted(ctx):
+    """Whether each of the two operands needs a gradient (a Python number or a tensor that does not require grad
+    needs none: don't compute it), read from the engine's record of the call without reading the operands (add and
+    sub don't save them: changing them in place later is fine); both when called without that record."""
+    node = getattr(ctx, "_node", None)
+    pos = getattr(node, "_pos", None)
+    if pos is None or node._structure is None:
+        return True, True
+    want = [False, False, False]
+    for i, m in zip(pos, node._in_meta):
+        want[i] = m is not None
+    return want[0], want[1]
+
+
 @add.vjp
 def _(ctx, g):
-    return g, g * ctx.kwargs.get("alpha", 1)
+    wa, wb = _wanted(ctx)
+    alpha = ctx.kwargs.get("alpha", 1)
+    return g if wa else None, (g if alpha == 1 else g * alpha) if wb else None
 
 
 @elementwise("sub", rule=_alpha_rule("sub"), operators=("__sub__", "__rsub__", "__isub__"))
@@ -54,7 +70,9 @@ def sub(xp, a, b, *, alpha=1):
 
 @sub.vjp
 def _(ctx, g):
-    return g, -g * ctx.kwargs.get("alpha", 1)
+    wa, wb = _wanted(ctx)
+    alpha = ctx.kwargs.get("alpha", 1)
+    return g if wa else None, (-g if alpha == 1 else -g * alpha) if wb else None
 
 
 @elementwise("mul", operators=("__mul__", "__rmul__", "__imul__"))
@@ -66,7 +84,11 @@ def mul(xp, a, b):
 @mul.vjp
 def _(ctx, g):
     a, b = ctx.args
-    return g * _conj(b), g * _conj(a)
+    wa, wb = _wanted(ctx)
+    ga = g * _conj(b) if wa else None
+    if wb and ga is not None and (a is b or (not ga._rg and type(b) is Tensor and b._data is a._data)):
+        return ga, ga  # x * x: both gradients are the same (without a graph, equal arrays suffice)
+    return ga, g * _conj(a) if wb else None
 
 
 def _conj(x):

@@ -1,9 +1,10 @@
 """Convolutions over 1 to 3 spatial dims (strided, padded, dilated, grouped) and their transposes.
 
-A convolution copies the windows of its (channels-last, padded) input once (im2col: a strided view made
-contiguous on NumPy, a kernel on CuPy) and multiplies them with the weight in ONE batched matmul (the batch
-being the groups). A transposed convolution multiplies first and then adds the columns into the output,
-one strided slice per kernel offset (col2im). Gradients are convolutions again: of the input, a transposed
+A convolution copies the windows of its (padded) input once (im2col: a strided view made contiguous on
+NumPy, a kernel on CuPy) as (batch, group, channels x kernel offsets, output positions) and multiplies the
+weight into them in ONE batched matmul whose result is already the (batch, channels, *spatial) output. A
+transposed convolution multiplies first (straight into batch-major columns) and then adds the columns into
+the output, one strided slice per kernel offset (col2im). Gradients are convolutions again: of the input, a transposed
 convolution of the output gradient; of the weight, a convolution of the input by the output gradient."""
 import itertools
 import math
@@ -101,7 +102,7 @@ def _params(name, x, w, b, stride, padding, dilation, transposed, output_padding
     return x, unbatched, stride, pads, dilation, output_padding
 
 
-# im2col on CuPy: the windows of an NC(D)(H)W input (up to 3 spatial dims) as rows of a channels-last matrix
+# im2col on CuPy: the windows of an NC(D)(H)W input (up to 3 spatial dims) as (N, G, Cg, *kernel, *out)
 _IM2COL_CODE = r"""
 template <typename T>
 __device__ void im2col(const T* x, T* cols, long long total, long long N, long long Cg, long long C,
@@ -110,14 +111,14 @@ __device__ void im2col(const T* x, T* cols, long long total, long long N, long l
   for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total;
        i += (long long)blockDim.x * gridDim.x) {
     long long r = i;
-    long long c = r % Cg; r /= Cg;
-    long long k2 = r % ker[2]; r /= ker[2];
-    long long k1 = r % ker[1]; r /= ker[1];
-    long long k0 = r % ker[0]; r /= ker[0];
     long long o2 = r % out[2]; r /= out[2];
     long long o1 = r % out[1]; r /= out[1];
     long long o0 = r % out[0]; r /= out[0];
-    long long n = r % N, g = r / N;
+    long long k2 = r % ker[2]; r /= ker[2];
+    long long k1 = r % ker[1]; r /= ker[1];
+    long long k0 = r % ker[0]; r /= ker[0];
+    long long c = r % Cg; r /= Cg;
+    long long g = r % (C / Cg), n = r / (C / Cg);
     long long p0 = o0 * st[0] - pad[0] + k0 * dil[0];
     long long p1 = o1 * st[1] - pad[1] + k1 * dil[1];
     long long p2 = o2 * st[2] - pad[2] + k2 * dil[2];
@@ -142,39 +143,39 @@ _IM2COL = {t: _kernels.raw_kernel(f"ember_im2col_{t}", _IM2COL_CODE) for t in ("
 
 
 def _im2col_cupy(xp, x, groups, kernel, out, stride, pads, dilation):
-    """Windows as (G, N * prod(out), prod(kernel) * Cg) through the CuPy im2col kernel (3 spatial dims)."""
+    """Windows as (N, G, Cg, *kernel, *out) through the CuPy im2col kernel (3 spatial dims)."""
     n = x.ndim - 2
-    fill = (1,) * (3 - n)
     N, C = x.shape[:2]
-    cols = xp.empty((groups, N) + tuple(out) + tuple(kernel) + (C // groups,), x.dtype)
-    arg = lambda v: xp.asarray(tuple(v) + fill, dtype=np.int64)  # noqa: E731
+    cols = xp.empty((N, groups, C // groups) + tuple(kernel) + tuple(out), x.dtype)
+    arg = lambda v, f=1: xp.asarray(tuple(v) + (f,) * (3 - n), dtype=np.int64)  # noqa: E731  (padded to 3 dims)
     total = cols.size
     if total:
         kern = _IM2COL["float" if x.dtype == np.float32 else "double"]
         kern((min((total + 255) // 256, 65535),), (256,),
              (xp.ascontiguousarray(x), cols, np.int64(total), np.int64(N), np.int64(C // groups), np.int64(C),
-              arg(x.shape[2:]), arg(out), arg(kernel), arg(stride), arg(p for p, _ in pads), arg(dilation)))
+              arg(x.shape[2:]), arg(out), arg(kernel), arg(stride), arg((p for p, _ in pads), 0), arg(dilation)))
     return cols
 
 
 def _im2col(xp, x, groups, kernel, out, stride, pads, dilation):
-    """Windows of ``x`` (N, C, *L) as a (G, N * prod(out), prod(kernel) * Cg) matrix, channels last."""
+    """Windows of ``x`` (N, C, *L) as (N, G, Cg * prod(kernel), prod(out)): the product with the weight
+    (G, Og, Cg * prod(kernel)) is then the output in its own (N, O, *out) layout, with no transpose."""
+    N, C = x.shape[:2]
     if xp is not np and x.dtype in (np.float32, np.float64):
         cols = _im2col_cupy(xp, x, groups, kernel, out, stride, pads, dilation)
     else:
-        N, C = x.shape[:2]
-        shape = (N,) + tuple(s + lo + hi for s, (lo, hi) in zip(x.shape[2:], pads)) + (C,)
-        xpad = xp.zeros(shape, x.dtype)
-        xpad[(slice(None),) + tuple(slice(lo, lo + s) for s, (lo, _) in zip(x.shape[2:], pads))] = \
-            xp.moveaxis(x, 1, -1)
+        xpad = x
+        if any(lo or hi for lo, hi in pads):
+            xpad = xp.zeros((N, C) + tuple(s + lo + hi for s, (lo, hi) in zip(x.shape[2:], pads)), x.dtype)
+            xpad[(slice(None),) * 2 + tuple(slice(lo, lo + s) for s, (lo, _) in zip(x.shape[2:], pads))] = x
         st = xpad.strides
         Cg = C // groups
         view = xp.lib.stride_tricks.as_strided(
-            xpad, (groups, N) + tuple(out) + tuple(kernel) + (Cg,),
-            (Cg * st[-1], st[0]) + tuple(s * t for s, t in zip(stride, st[1:-1]))
-            + tuple(d * t for d, t in zip(dilation, st[1:-1])) + (st[-1],))
+            xpad, (N, groups, Cg) + tuple(kernel) + tuple(out),
+            (st[0], Cg * st[1], st[1]) + tuple(d * t for d, t in zip(dilation, st[2:]))
+            + tuple(s * t for s, t in zip(stride, st[2:])))
         cols = xp.ascontiguousarray(view)
-    return cols.reshape(groups, x.shape[0] * math.prod(out), math.prod(kernel) * (x.shape[1] // groups))
+    return cols.reshape(N, groups, Cg * math.prod(kernel), math.prod(out))
 
 
 def _conv(xp, x, w, b, stride, pads, dilation, groups):
@@ -184,33 +185,32 @@ def _conv(xp, x, w, b, stride, pads, dilation, groups):
     out = [(s + lo + hi - d * (k - 1) - 1) // st + 1
            for s, (lo, hi), d, k, st in zip(x.shape[2:], pads, dilation, kernel, stride)]
     cols = _im2col(xp, x, groups, kernel, out, stride, pads, dilation)
-    # weight as (G, prod(K) * Cg, Og), matching the columns' (kernel offsets, channel) order
-    wm = xp.moveaxis(w.reshape((groups, O // groups) + w.shape[1:]), 2, -1).reshape(groups, O // groups, -1)
-    r = xp.matmul(cols, wm.transpose(0, 2, 1))  # (G, N * prod(out), Og): the one product
+    if groups == 1:  # one GEMM per batch item, each writing its (O, prod(out)) output block in place
+        r = xp.matmul(w.reshape(O, -1), cols[:, 0])
+    else:
+        r = xp.matmul(w.reshape(groups, O // groups, -1), cols)  # (N, G, Og, prod(out))
+    r = r.reshape((N, O) + tuple(out))
     if b is not None:
-        r += b.reshape(groups, 1, O // groups)
-    r = r.reshape((groups, N) + tuple(out) + (O // groups,))
-    order = (1, 0, n + 2) + tuple(range(2, n + 2))
-    return xp.ascontiguousarray(r.transpose(order)).reshape((N, O) + tuple(out))
+        r += b.reshape((O,) + (1,) * n)
+    return r
 
 
 def _conv_transpose(xp, x, w, b, stride, pads, dilation, groups, output_padding):
     """Transposed convolution of batched ``x`` (N, C, *L) by ``w`` (C, O / G, *K): product, then col2im."""
     n, (N, C), L = x.ndim - 2, x.shape[:2], x.shape[2:]
     Cg, Og, kernel = C // groups, w.shape[1], w.shape[2:]
-    xm = x.reshape((N, groups, Cg, math.prod(L))).transpose(1, 2, 0, 3).reshape(groups, Cg, N * math.prod(L))
     wm = w.reshape(groups, Cg, Og * math.prod(kernel)).transpose(0, 2, 1)
-    cols = xp.matmul(wm, xm).reshape((groups, Og) + tuple(kernel) + (N,) + tuple(L))
+    cols = xp.matmul(wm, x.reshape((N, groups, Cg, math.prod(L))))  # (N, G, Og * prod(K), prod(L))
+    cols = cols.reshape((N, groups, Og) + tuple(kernel) + tuple(L))
     full = [(s - 1) * st + d * (k - 1) + 1 + op for s, st, d, k, op in zip(L, stride, dilation, kernel, output_padding)]
     size = [f - 2 * p for f, (p, _) in zip(full, pads)]
     if min(size, default=1) <= 0:
         raise RuntimeError(f"Given input size per channel: ({_sizes(L)}). Calculated output size per channel: "
                            f"({_sizes(size)}). Output size is too small")
     r = xp.zeros((N, groups, Og) + tuple(full), cols.dtype)
-    dims = (2, 0, 1) + tuple(range(3, n + 3))
     for k in itertools.product(*map(range, kernel)):
         target = tuple(slice(i * d, i * d + (s - 1) * st + 1, st) for i, d, s, st in zip(k, dilation, L, stride))
-        r[(slice(None),) * 3 + target] += cols[(slice(None), slice(None)) + k].transpose(dims)
+        r[(slice(None),) * 3 + target] += cols[(slice(None),) * 3 + k]
     r = r[(slice(None),) * 3 + tuple(slice(p, p + s) for (p, _), s in zip(pads, size))]
     r = r.reshape((N, groups * Og) + tuple(size))
     if b is not None:

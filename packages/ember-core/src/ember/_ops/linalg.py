@@ -81,6 +81,10 @@ def _(ctx, g):
     elif b.dim() == 1:
         ga = g.unsqueeze(-1) @ b.conj().unsqueeze(-2)
         gb = (H(a) @ g.unsqueeze(-1)).squeeze(-1)
+    elif b.dim() == 2 and a.dim() == 2 and not b.dtype.is_complex and not b.is_contiguous() and b.mT.is_contiguous():
+        # b is a transposed matrix (linear's weight.t()): its gradient in the same layout, so the one
+        # transposing back to the weight is contiguous and needs no strided copy
+        ga, gb = g @ b.mT, (g.mT @ a).mT
     else:
         ga, gb = g @ H(b), H(a) @ g
     return ga.sum_to_size(a.shape), gb.sum_to_size(b.shape)
@@ -268,8 +272,8 @@ def _add_scaled(xp, name, input, prod, dtype, beta, alpha):
         r = (base & builtins.bool(beta)) | (prod & builtins.bool(alpha)) if beta else prod & builtins.bool(alpha)
     else:
         r = prod * alpha if alpha != 1 else prod
-        if beta:
-            r = r + (upcast(base) * beta if beta != 1 else upcast(base))
+        if beta:  # every caller hands a fresh product: accumulate into it
+            r += upcast(base) * beta if beta != 1 else upcast(base)
     return _rounded(xp.asarray(r), dtype)
 
 
@@ -331,7 +335,7 @@ def _scaled_vjp(product_vjp):
         inp, a, b = ctx.args[:3]
         inner_ctx = type("Ctx", (), {"args": (a, b), "kwargs": {}, "out": None})
         ga, gb = product_vjp(inner_ctx, g * alpha if alpha != 1 else g)
-        return (g * beta).sum_to_size(inp.shape), ga, gb
+        return (g * beta if beta != 1 else g).sum_to_size(inp.shape), ga, gb
     return vjp
 
 

@@ -5,6 +5,7 @@ import math
 
 import numpy as np
 
+from .. import _backend
 from .. import _dtype as D
 from .. import _promotion as P
 from .._registry import TORCH_NAME, compute_dtype, elementwise, op
@@ -14,6 +15,7 @@ from .arithmetic import neg, quiet
 from .comparison import clamp, where
 
 _HALF = (D.float16, D.bfloat16)
+_PLAIN = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 def alias(name, target, **options):
@@ -32,6 +34,13 @@ def alias(name, target, **options):
 def chain(g, d):
     """``g`` times the derivative ``d`` by PyTorch's convention for complex numbers (``g * conj(d)``)."""
     return g * (d.conj() if isinstance(d, Tensor) and d.is_complex() else d)
+
+
+def _plain_pair(g, y):
+    """Whether a VJP may compute ``g`` with ``y`` on NumPy/CuPy temporaries it owns: no graph is built (neither
+    requires grad) and both are float32 or float64 of one dtype (halves must round as ember's ops do)."""
+    return (not g._rg and not y._rg and type(g) is Tensor and g._data.dtype is y._data.dtype
+            and g._data.dtype in _PLAIN and y._data.ndim > 0)  # (0-d arrays compute to NumPy scalars)
 
 
 def not_implemented(kernel, p):
@@ -310,6 +319,11 @@ def tanh(xp, a):
 @tanh.vjp
 def _(ctx, g):
     y = ctx.out
+    if _plain_pair(g, y):  # g * (1 - y*y) in one temporary
+        t = y._data * y._data
+        _backend.xp_of(t).subtract(1, t, out=t)
+        t *= g._data
+        return (Tensor._wrap(t),)
     return (chain(g, 1 - y * y),)
 
 

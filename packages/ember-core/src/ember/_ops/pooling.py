@@ -1,9 +1,10 @@
 """Pooling over 1 to 3 spatial dims: max (with PyTorch's flat indices), average, adaptive average and
 adaptive max, max-unpooling.
 
-Max pooling gathers every window (one index grid per dim) and takes max and argmax over it; average pooling
-is a convolution by a kernel of ones (im2col and one product) divided by the window sizes; adaptive average
-pooling multiplies each spatial dim by a small averaging matrix. Gradients: a scatter-add of the output
+Max pooling copies every window (a strided view when the windows are evenly spaced inside the input, else
+one index grid per dim) and takes the argmax over it; average pooling is a convolution by a kernel of ones
+(im2col and one product) divided by the window sizes; adaptive average pooling multiplies each spatial dim
+by a small averaging matrix. Gradients: a scatter-add of the output
 gradient to the argmax positions; a transposed convolution by ones; the transposed averaging matrices."""
 import math
 
@@ -63,22 +64,44 @@ def _window_params(name, x, n, kernel_size, stride, padding, dilation, ceil_mode
     return xb, unbatched, k, s, p, d, out
 
 
+def _affine(g, L):
+    """(stride, dilation) when the grid ``g`` is ``start + o * stride + j * dilation`` inside [0, L), else None."""
+    if not g.size or g.min() < 0 or g.max() >= L:
+        return None
+    s = int(g[1, 0] - g[0, 0]) if g.shape[0] > 1 else 0
+    d = int(g[0, 1] - g[0, 0]) if g.shape[1] > 1 else 0
+    o, j = np.ogrid[:g.shape[0], :g.shape[1]]
+    return (s, d) if (g == g[0, 0] + o * s + j * d).all() else None
+
+
 def _gather(xp, x, starts, fill):
     """Windows of batched ``x``: ``starts[d]`` is an (out_d, k_d) grid of input positions along dim ``d``
     (outside the input: ``fill``). Returns (windows (N, C, *out, prod k), flat input positions (*out, prod k))."""
     n = len(starts)
+    out = [g.shape[0] for g in starts]
+    k = math.prod(g.shape[1] for g in starts)
+    flat = 0
+    for d, (grid, L) in enumerate(zip(starts, x.shape[2:])):
+        shape = [1] * (2 * n)
+        shape[d], shape[n + d] = grid.shape
+        flat = flat * L + np.clip(grid, 0, L - 1).reshape(shape)
+    flat = np.broadcast_to(flat, tuple(out) + tuple(g.shape[1] for g in starts)).reshape(tuple(out) + (k,))
+    steps = [_affine(g, L) for g, L in zip(starts, x.shape[2:])]
+    if None not in steps:  # evenly spaced windows wholly inside the input: one strided view, copied once
+        st = x.strides[2:]
+        view = xp.lib.stride_tricks.as_strided(
+            x[(slice(None),) * 2 + tuple(slice(int(g[0, 0]), None) for g in starts)],
+            x.shape[:2] + tuple(out) + tuple(g.shape[1] for g in starts),
+            x.strides[:2] + tuple(s * t for (s, _), t in zip(steps, st)) + tuple(d * t for (_, d), t in zip(steps, st)))
+        return xp.ascontiguousarray(view).reshape(x.shape[:2] + tuple(out) + (k,)), flat
     xp_ = xp.pad(x, [(0, 0), (0, 0)] + [(1, 0)] * n, constant_values=fill)
-    idx, flat = [], 0
+    idx = []
     for d, (grid, L) in enumerate(zip(starts, x.shape[2:])):
         valid = (grid >= 0) & (grid < L)
         shape = [1] * (2 * n)
         shape[d], shape[n + d] = grid.shape
         idx.append(xp.asarray(np.where(valid, grid + 1, 0).reshape(shape)))
-        flat = flat * L + np.clip(grid, 0, L - 1).reshape(shape)
-    out = [g.shape[0] for g in starts]
     win = xp_[(slice(None), slice(None)) + tuple(idx)]
-    k = math.prod(g.shape[1] for g in starts)
-    flat = np.broadcast_to(flat, win.shape[2:]).reshape(tuple(out) + (k,))
     return win.reshape(x.shape[:2] + tuple(out) + (k,)), flat
 
 
@@ -92,13 +115,10 @@ def _max_windows(xp, x, starts, kernel_name):
         raise NotImplementedError(f"\"{kernel_name}\" not implemented for '{tname(x)}'")
     a = up(x)
     win, flat = _gather(xp, a, starts, _lowest(a.dtype))
-    if a.dtype.kind == "f":  # argmax of NaN-aware maximum: the first NaN of a window wins
-        nan = xp.isnan(win)
-        am = xp.where(nan.any(-1), nan.argmax(-1), win.argmax(-1))
-    else:
-        am = win.argmax(-1)
-    values = xp.take_along_axis(win, am[..., None], -1)[..., 0].astype(x.dtype, copy=False)
-    idx = xp.take_along_axis(xp.broadcast_to(xp.asarray(flat), win.shape), am[..., None], -1)[..., 0]
+    am = win.argmax(-1)  # NumPy's and CuPy's argmax pick the first NaN, as PyTorch does
+    k = flat.shape[-1]
+    values = win.reshape(-1)[xp.arange(0, win.size, k).reshape(am.shape) + am].astype(x.dtype, copy=False)
+    idx = xp.asarray(flat).reshape(-1)[xp.arange(0, flat.size, k).reshape(flat.shape[:-1]) + am]
     return values, idx.astype(np.int64, copy=False)
 
 

@@ -4,6 +4,9 @@ Positions along a dim are turned into flat positions of a C-contiguous array (``
 that gathering is one ``take`` and accumulating scatters are one ``ufunc.at`` (CuPy: its scatter
 kernels; products through an atomic compare-and-swap kernel).
 """
+import os
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 
 from .. import _dtype as D
@@ -45,11 +48,34 @@ def _flat_positions(xp, shape, d, index):
     """Flat positions in a C-contiguous array of ``shape`` of the entries ``index`` picks along dim ``d``
     (the entry at [i, j, ...] of ``index`` names the element at [i, ..., index[i, j, ...], ..., j])."""
     strides = np.cumprod((1,) + tuple(shape[:0:-1]))[::-1]
-    pos = index.astype(np.int64, copy=False) * int(strides[d])
+    pos = index.astype(np.int64)  # a fresh array, so the steps below work in place
+    if strides[d] != 1:
+        pos *= int(strides[d])
     for k, n in enumerate(index.shape):  # a loop over dims: each adds one broadcast arange
         if k != d and n > 1:
-            pos = pos + (xp.arange(n, dtype=np.int64) * int(strides[k])).reshape((n,) + (1,) * (index.ndim - k - 1))
+            pos += (xp.arange(n, dtype=np.int64) * int(strides[k])).reshape((n,) + (1,) * (index.ndim - k - 1))
     return pos
+
+
+_POOL = []
+_WORKERS = min(4, os.cpu_count() or 1)
+_PARALLEL_MIN = 1 << 18  # below this many picks a thread hand-off costs more than it saves
+
+
+def _take(xp, flat, pos):
+    """``flat.take(pos)`` of in-bounds positions; large NumPy takes split over threads (take releases the GIL)."""
+    if xp is not np or pos.size < _PARALLEL_MIN:
+        return flat.take(pos)
+    if not _POOL:
+        _POOL.append(ThreadPoolExecutor(_WORKERS))
+    out = np.empty(pos.shape, flat.dtype)
+    p, o = pos.reshape(-1), out.reshape(-1)
+    cuts = np.linspace(0, p.size, _WORKERS + 1).astype(int)
+    # "wrap" skips the per-element bounds check (positions were checked) and writes straight into ``out``
+    jobs = [_POOL[0].submit(flat.take, p[a:b], None, o[a:b], "wrap") for a, b in zip(cuts[:-1], cuts[1:])]
+    for j in jobs:
+        j.result()
+    return out
 
 
 def _check_scatter_shapes(input, d, index, src=None):
@@ -134,7 +160,7 @@ def gather(xp, input, dim, index, *, sparse_grad=False):
     if idx.size == 0:
         return xp.empty(index.shape, input.dtype)
     _check_bounds(xp, idx, x.shape[d], d)
-    return xp.ascontiguousarray(x).ravel().take(_flat_positions(xp, x.shape, d, idx)).reshape(index.shape)
+    return _take(xp, xp.ascontiguousarray(x).ravel(), _flat_positions(xp, x.shape, d, idx)).reshape(index.shape)
 
 
 @gather.vjp

@@ -56,12 +56,11 @@ def _picked(x, t, weight, ignore_index):
     C = x.shape[1]
     keep = t != ignore_index
     safe = ember.where(keep, t, 0)
-    if safe.numel():
+    if safe.numel() and not (int(safe.min()) >= 0 and int(safe.max()) < C):
         bad = (safe < 0) | (safe >= C)
-        if bool(bad.any()):
-            raise IndexError(f"Target {int(safe[bad][0])} is out of bounds.")
-    w = (weight[safe] if weight is not None else ember.ones_like(safe, dtype=x.dtype)) * keep
-    return -x.gather(1, safe.unsqueeze(1)).squeeze(1), w.to(x.dtype)
+        raise IndexError(f"Target {int(safe[bad][0])} is out of bounds.")
+    w = (weight[safe] * keep).to(x.dtype) if weight is not None else keep.to(x.dtype)
+    return -x.gather(1, safe.unsqueeze(1)).squeeze(1), w
 
 
 def _weighted_reduce(loss, w, reduction):
