@@ -3,8 +3,8 @@ import builtins
 
 import numpy as np
 
+from .. import _backend, _kernels
 from .. import _dtype as D
-from .. import _kernels
 from .. import _promotion as P
 from .._factory import arange
 from .._registry import TORCH_NAME, compute_dtype, op
@@ -151,9 +151,13 @@ def sum(xp, input, dim=None, keepdim=False, *, dtype=None):
 
 @sum.vjp
 def _(ctx, g):
-    x = ctx.args[0]
-    axes = reduce_dims(arg(ctx, 1, "dim"), x.dim())
-    return (unreduce(g, x.shape, axes, arg(ctx, 2, "keepdim", False)).expand(x.shape),)
+    args = ctx.args
+    x = args[0]
+    if len(args) > 1 or ctx.kwargs:  # (a full reduction's 0-d gradient broadcasts as it is)
+        g = unreduce(g, x.shape, reduce_dims(arg(ctx, 1, "dim"), x.dim()), arg(ctx, 2, "keepdim", False))
+    if not g._rg:  # no graph to record: a plain broadcast view, without the view op's bookkeeping
+        return (Tensor._wrap(_backend.xp_of(g._data).broadcast_to(g._data, x._data.shape)),)
+    return (g.expand(x.shape),)
 
 
 @op("nansum")
