@@ -4,6 +4,7 @@ CuPy kernels), the registration helper and the wrappers for PyTorch's extra call
 Nothing here imports SciPy, numba or CuPy at import time: each engine is loaded on first use.
 """
 import functools
+import os
 
 import numpy as np
 
@@ -77,6 +78,49 @@ def kernel(xp, name, *arrays):
         return fast(name)(*arrays)
     from . import _cuda
     return _cuda.KERNELS[name](*arrays)
+
+
+_BLOCK_MIN = 1 << 16  # below this a thread handoff costs more than it saves
+
+
+def blocks(fn, *arrays, dtype=None):
+    """``fn(*blocks, out_block)`` over flat blocks of the broadcast ``arrays``, one block per thread (ember's
+    pool) for large inputs, as ``fn`` releases the GIL (NumPy/SciPy ufuncs, numba nogil). Returns ``out``, of
+    the broadcast shape and ``dtype`` (default: the last array's)."""
+    arrays = np.broadcast_arrays(*arrays)
+    out = np.empty(arrays[0].shape, dtype or arrays[-1].dtype)
+    flat = [np.ascontiguousarray(a).reshape(-1) for a in arrays] + [out.reshape(-1)]
+    n = min(_threads(), max(1, out.size // _BLOCK_MIN))
+    if n < 2:
+        fn(*flat)
+        return out
+    edges = np.linspace(0, out.size, n + 1).astype(int)
+    parts = [[a[lo:hi] for a in flat] for lo, hi in zip(edges[:-1], edges[1:])]
+    futures = [_pool(n - 1).submit(fn, *p) for p in parts[:-1]]
+    fn(*parts[-1])
+    for f in futures:
+        f.result()
+    return out
+
+
+_POOL = {}  # the worker pool of ``blocks``, made on first use (importing ember starts no thread)
+
+
+def _threads():
+    """Threads ``blocks`` may use: ember.set_num_threads' choice, else the CPUs this process may run on."""
+    import ember
+    return max(1, ember.get_num_threads())
+
+
+def _pool(workers):
+    pool = _POOL.get("pool")
+    if pool is None or pool._max_workers < workers:
+        import concurrent.futures
+        pool = _POOL["pool"] = concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="ember-special")
+    return pool
+
+
+os.register_at_fork(after_in_child=_POOL.clear)  # a forked child makes its own threads
 
 
 # ---- PyTorch's extra call forms -----------------------------------------------------------------

@@ -13,7 +13,7 @@ import ember
 from ember._registry import TORCH_NAME
 from ember._tensor import Tensor
 
-from ._common import grad_of, kernel, lib, public, scalar_first, special_op, tensor_only_inplace
+from ._common import blocks, grad_of, kernel, lib, public, scalar_first, special_op, tensor_only_inplace
 
 _SQRT_PI = math.sqrt(math.pi)
 _SQRT_2PI = math.sqrt(2 * math.pi)
@@ -21,12 +21,21 @@ _LOG_PI = math.log(math.pi)
 
 
 def _sp(xp, name, *arrays):
-    """SciPy's (or cupyx's) ``name``; on the CPU float32 goes through SciPy's float64 loops, whose
-    results rounded once are more accurate than its float32 loops."""
+    """SciPy's (or cupyx's) ``name``; on the CPU float32 goes through SciPy's float64 loops (casting in
+    buffered chunks), whose results rounded once are more accurate than its float32 loops, and large
+    inputs are split across threads."""
     f = getattr(lib(xp), name)
-    if xp is np and arrays[-1].dtype == np.float32:
-        return f(*[a.astype(np.float64) for a in arrays]).astype(np.float32)
-    return f(*arrays)
+    if xp is not np:
+        return f(*arrays)
+    if arrays[-1].dtype == np.float32:
+        return blocks(lambda *a: f(*a[:-1], out=a[-1], dtype=np.float64, casting="same_kind"), *arrays)
+    return blocks(lambda *a: f(*a[:-1], out=a[-1]), *arrays)
+
+
+def _erf_family(kind, x):
+    """erf, erfc or ndtr (kind 0, 1, 2) of a float32 NumPy array by ember's vectorised numba loops."""
+    from . import _numba
+    return blocks(lambda a, out: _numba.erf_family_f32(kind, a, out), x)
 
 
 def _cpu_or(xp, name, cupyx_name, *arrays):
@@ -124,7 +133,10 @@ def _(ctx, g):
 @special_op("i1e")
 def i1e(xp, x):
     """Exponentially scaled modified Bessel function ``exp(-|input|) * I1(input)``."""
-    return kernel(xp, "i1e", x)
+    if xp is np and x.dtype == np.float32:
+        from . import _numba
+        return blocks(_numba.i1e_f32, x)
+    return _sp(xp, "i1e", x) if xp is np else kernel(xp, "i1e", x)  # SciPy's Chebyshev series: faster than numba's
 
 
 @i1e.vjp
@@ -325,7 +337,7 @@ def erf(xp, x):
     """Error function."""
     if xp is np and x.dtype == np.float64:  # the C library's erf, as PyTorch's (SciPy's is less exact)
         return kernel(xp, "erf", x)
-    return _sp(xp, "erf", x)
+    return _erf_family(0, x) if xp is np else _sp(xp, "erf", x)
 
 
 @erf.vjp
@@ -339,7 +351,7 @@ def erfc(xp, x):
     """Complementary error function ``1 - erf(input)``."""
     if xp is np and x.dtype == np.float64:  # the C library's erfc, as PyTorch's (SciPy's is less exact)
         return kernel(xp, "erfc", x)
-    return _sp(xp, "erfc", x)
+    return _erf_family(1, x) if xp is np else _sp(xp, "erfc", x)
 
 
 @erfc.vjp
@@ -362,6 +374,9 @@ def _(ctx, g):
 @special_op("erfinv", public=True)
 def erfinv(xp, x):
     """Inverse error function (±inf at ±1, NaN outside [-1, 1])."""
+    if xp is np and x.dtype == np.float32:
+        from . import _numba
+        return blocks(_numba.erfinv_f32, x)
     return _sp(xp, "erfinv", x)
 
 
@@ -373,7 +388,7 @@ def _(ctx, g):
 @special_op("ndtr")
 def ndtr(xp, x):
     """Standard normal cumulative distribution function."""
-    return _sp(xp, "ndtr", x)
+    return _erf_family(2, x) if xp is np and x.dtype == np.float32 else _sp(xp, "ndtr", x)
 
 
 @ndtr.vjp
@@ -475,9 +490,17 @@ def logit_op(xp, x, *, eps=None):
     """Log-odds ``log(input / (1 - input))``, ``input`` first clamped to [eps, 1 - eps] if given."""
     if eps is not None and eps >= 0:  # a negative eps means none, as in PyTorch
         x = xp.clip(x, x.dtype.type(eps), x.dtype.type(1 - eps))
+    if xp is np and x.dtype == np.float32:  # in float64 the quotient's rounding is harmless once rounded to float32
+        return blocks(_logit_f32, x)
     # near 1/2 (where the result is near 0) log1p of an exactly computed (2x - 1) / (1 - x) avoids cancelling
     mid = xp.abs(x - x.dtype.type(0.5)) < x.dtype.type(0.25)
     return xp.where(mid, xp.log1p((2 * x - 1) / (1 - x)), xp.log(x) - xp.log1p(-x))
+
+
+def _logit_f32(x, out):
+    v = x.astype(np.float64)
+    np.log(np.divide(v, np.subtract(1.0, v), out=v), out=v)
+    out[...] = v
 
 
 @logit_op.vjp
@@ -508,6 +531,9 @@ public(logit_op, logit, method=lambda self, eps=None: logit(self, eps),
 @special_op("sinc", public=True)
 def sinc(xp, x):
     """Normalized sinc ``sin(pi * input) / (pi * input)`` (1 at 0)."""
+    if xp is np and x.dtype == np.float32:
+        from . import _numba
+        return blocks(_numba.sinc_f32, x)
     w = x.astype(np.float64)  # float32 in float64, rounded once
     n = xp.rint(w)
     s = xp.sin(math.pi * (w - n)) * (1 - 2 * xp.fmod(xp.abs(n), 2))  # sin(pi x), argument reduced exactly
