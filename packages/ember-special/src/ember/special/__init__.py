@@ -6,7 +6,7 @@ the aliases (``psi``, ``gammaln``, ``expit``, ...) are the very functions they a
 package is cheap: SciPy, numba and CuPy load on first use.
 """
 from ember._registry import REGISTRY as _R
-from ember._tensor import Tensor  # torch.special re-exports Tensor too
+from ember._tensor import Tensor as Tensor  # torch.special re-exports Tensor too
 
 from . import _cuda, _ops  # noqa: F401  (registers the ops and the CuPy kernels)
 from ._version import __version__  # noqa: F401
