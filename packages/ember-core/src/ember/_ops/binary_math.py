@@ -10,7 +10,7 @@ from .. import _kernels
 from .._registry import TORCH_NAME, elementwise
 from .._tensor import Tensor
 from .arithmetic import div, mul, pow_grads, sub
-from .comparison import ge, gt, le, lt, ne, where
+from .comparison import ge, gt, le, lt, ne, real_rule, where
 from .pointwise import alias, chain, compute_dtype, floating_rule, not_implemented, quiet, zeros_of
 
 
@@ -212,15 +212,7 @@ def _(ctx, g):
 
 
 # ---- NaN-ignoring extremes, step -------------------------------------------------------------
-def _ordered_rule(name):
-    def rule(p, dtypes, **kwargs):
-        if p.is_complex:
-            raise RuntimeError(f"{name} not implemented for complex tensors.")
-        return compute_dtype(p), p
-    return rule
-
-
-@elementwise("fmax", rule=_ordered_rule("fmax"), scalars=False)
+@elementwise("fmax", rule=real_rule("fmax"), scalars=False)
 def fmax(xp, a, b):
     """Elementwise maximum that ignores NaN (NaN only where both are NaN)."""
     return xp.fmax(a, b)
@@ -233,7 +225,7 @@ def _(ctx, g):
     return g * first, g * ~first
 
 
-@elementwise("fmin", rule=_ordered_rule("fmin"), scalars=False)
+@elementwise("fmin", rule=real_rule("fmin"), scalars=False)
 def fmin(xp, a, b):
     """Elementwise minimum that ignores NaN (NaN only where both are NaN)."""
     return xp.fmin(a, b)

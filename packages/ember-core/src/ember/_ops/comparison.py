@@ -69,7 +69,8 @@ Tensor.__eq__ = _eq_operator
 Tensor.__ne__ = _ne_operator
 
 
-def _real_rule(name):
+def real_rule(name):
+    """Rule of ops that order their operands: complex refused with PyTorch's message."""
     def rule(p, dtypes, **kwargs):
         if p.is_complex:
             raise RuntimeError(f"{name} not implemented for complex tensors.")
@@ -77,7 +78,7 @@ def _real_rule(name):
     return rule
 
 
-@elementwise("maximum", rule=_real_rule("maximum"), scalars=False)
+@elementwise("maximum", rule=real_rule("maximum"), scalars=False)
 def maximum(xp, a, b):
     """Elementwise maximum, propagating NaN."""
     return xp.maximum(a, b)
@@ -95,7 +96,7 @@ def _min_max_grads(ctx, g, loses_a, loses_b):
     return where.fn(loses_a(a, b), 0.0, half), where.fn(loses_b(a, b), 0.0, half)
 
 
-@elementwise("minimum", rule=_real_rule("minimum"), scalars=False)
+@elementwise("minimum", rule=real_rule("minimum"), scalars=False)
 def minimum(xp, a, b):
     """Elementwise minimum, propagating NaN."""
     return xp.minimum(a, b)
