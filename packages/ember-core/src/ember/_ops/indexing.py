@@ -54,9 +54,28 @@ def _unwrap_index(index):
     return index
 
 
+_TAKE_MIN = 1 << 14  # below this many indices the bounds pass costs more than take saves
+
+
+def _take_rows(x, idx):
+    """``x[idx]`` for one large integer index array on NumPy, or None to index the ordinary way (which raises
+    PyTorch's error for an index out of bounds). With the bounds checked once, take's "wrap" mode skips the
+    per-element checks (about twice as fast as indexing) and reads negative indices as PyTorch does."""
+    if type(x) is not np.ndarray or not x.ndim or type(idx) is not np.ndarray or idx.dtype.kind != "i" \
+            or idx.size < _TAKE_MIN:
+        return None
+    n = x.shape[0]
+    if idx.min() < -n or idx.max() >= n:
+        return None
+    return np.take(x, idx, axis=0, mode="wrap")
+
+
 @op("__getitem__", function=False, view=lambda call: _is_basic(call.args[1]))
 def getitem(xp, input, index):
     """``input[index]``: a view for basic indexing (ints, slices, None, ...), a copy for advanced."""
+    r = _take_rows(input, index._data if isinstance(index, Tensor) else index)
+    if r is not None:
+        return r
     idx = convert_index(xp, _unwrap_index(index))
     if _is_basic(index) and Ellipsis not in (idx if isinstance(idx, tuple) else (idx,)):
         idx = (idx if isinstance(idx, tuple) else (idx,)) + (Ellipsis,)  # full integer indexing stays a 0-d view

@@ -44,16 +44,21 @@ def _check_bounds(xp, index, size, dim):
             raise RuntimeError(f"index {bad} is out of bounds for dimension {dim} with size {size}")
 
 
-def _flat_positions(xp, shape, d, index):
+def _flat_positions(xp, shape, d, index, row=0):
     """Flat positions in a C-contiguous array of ``shape`` of the entries ``index`` picks along dim ``d``
-    (the entry at [i, j, ...] of ``index`` names the element at [i, ..., index[i, j, ...], ..., j])."""
+    (the entry at [i, j, ...] of ``index`` names the element at [i, ..., index[i, j, ...], ..., j]);
+    ``index`` may be rows ``row:`` of a larger index."""
     strides = np.cumprod((1,) + tuple(shape[:0:-1]))[::-1]
-    pos = index.astype(np.int64)  # a fresh array, so the steps below work in place
-    if strides[d] != 1:
-        pos *= int(strides[d])
-    for k, n in enumerate(index.shape):  # a loop over dims: each adds one broadcast arange
-        if k != d and n > 1:
-            pos += (xp.arange(n, dtype=np.int64) * int(strides[k])).reshape((n,) + (1,) * (index.ndim - k - 1))
+    offset = 0  # the position of each entry's slice: small broadcast aranges, one per other dim
+    for k, n in enumerate(index.shape):
+        if k != d and (n > 1 or k == 0 and row):
+            start = row if k == 0 else 0
+            step = xp.arange(start, start + n, dtype=np.int64) * int(strides[k])
+            offset = offset + step.reshape((n,) + (1,) * (index.ndim - k - 1))
+    if strides[d] == 1:
+        return xp.add(index, offset, dtype=np.int64)  # one pass, into a fresh array
+    pos = xp.multiply(index, int(strides[d]), dtype=np.int64)
+    pos += offset
     return pos
 
 
@@ -62,19 +67,33 @@ _WORKERS = min(4, os.cpu_count() or 1)
 _PARALLEL_MIN = 1 << 18  # below this many picks a thread hand-off costs more than it saves
 
 
-def _take(xp, flat, pos):
-    """``flat.take(pos)`` of in-bounds positions; large NumPy takes split over threads (take releases the GIL)."""
-    if xp is not np or pos.size < _PARALLEL_MIN:
-        return flat.take(pos)
+def pool():
+    """The thread pool of ops that split large NumPy work (which releases the GIL) over the cores."""
     if not _POOL:
         _POOL.append(ThreadPoolExecutor(_WORKERS))
-    out = np.empty(pos.shape, flat.dtype)
-    p, o = pos.reshape(-1), out.reshape(-1)
-    cuts = np.linspace(0, p.size, _WORKERS + 1).astype(int)
-    # "wrap" skips the per-element bounds check (positions were checked) and writes straight into ``out``
-    jobs = [_POOL[0].submit(flat.take, p[a:b], None, o[a:b], "wrap") for a, b in zip(cuts[:-1], cuts[1:])]
-    for j in jobs:
-        j.result()
+    return _POOL[0]
+
+
+def _gather_rows(flat, shape, d, idx, a, b, out):
+    """Rows ``a:b`` (along dim 0) of a gather from C-contiguous ``flat`` into ``out``; the least and greatest
+    index of those rows, for the bounds check. "wrap" skips take's per-element bounds check (indices out of
+    bounds still land somewhere in ``flat``, and the caller raises)."""
+    rows = idx[a:b]
+    flat.take(_flat_positions(np, shape, d, rows, a), None, out[a:b], "wrap")
+    return rows.min(), rows.max()
+
+
+def _gather(xp, x, d, idx):
+    """``gather`` of in-shape ``idx``: large NumPy ones split by rows over the pool's threads."""
+    flat = xp.ascontiguousarray(x).ravel()
+    if xp is not np or idx.size < _PARALLEL_MIN or idx.shape[0] < _WORKERS:
+        _check_bounds(xp, idx, x.shape[d], d)
+        return flat.take(_flat_positions(xp, x.shape, d, idx))
+    out = np.empty(idx.shape, x.dtype)
+    cuts = np.linspace(0, idx.shape[0], _WORKERS + 1).astype(int)
+    jobs = [pool().submit(_gather_rows, flat, x.shape, d, idx, a, b, out) for a, b in zip(cuts[:-1], cuts[1:])]
+    ends = [j.result() for j in jobs]
+    _check_bounds(xp, np.array([e for pair in ends for e in pair]), x.shape[d], d)
     return out
 
 
@@ -159,8 +178,7 @@ def gather(xp, input, dim, index, *, sparse_grad=False):
     x, idx = _as_1d(input), _as_1d(index)
     if idx.size == 0:
         return xp.empty(index.shape, input.dtype)
-    _check_bounds(xp, idx, x.shape[d], d)
-    return _take(xp, xp.ascontiguousarray(x).ravel(), _flat_positions(xp, x.shape, d, idx)).reshape(index.shape)
+    return _gather(xp, x, d, idx).reshape(index.shape)
 
 
 @gather.vjp
@@ -340,7 +358,7 @@ def index_select(xp, input, dim, index):
     d = _wrap_dim(dim, input.ndim)
     if idx.size and (int(idx.min()) < 0 or int(idx.max()) >= x.shape[d]):
         raise IndexError("index out of range in self")
-    r = xp.take(x, idx, axis=d)
+    r = np.take(x, idx, d, mode="wrap") if xp is np else xp.take(x, idx, axis=d)  # (see take)
     return r.reshape(()) if input.ndim == 0 else r
 
 
@@ -538,7 +556,9 @@ def take(xp, input, index):
     idx = _flat_index("take", index, input.size)
     if input.size == 0:
         return xp.empty(index.shape, input.dtype)
-    return xp.ascontiguousarray(input).ravel()[idx]
+    flat = xp.ascontiguousarray(input).ravel()
+    # the indices are checked: NumPy's "wrap" skips a second per-element check and reads negative ones from the end
+    return np.take(flat, idx, mode="wrap") if xp is np else flat[idx]
 
 
 @take.vjp
