@@ -320,3 +320,139 @@ def test_graph_is_freed_memory_stays_flat():
     now, _ = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     assert now - base < 200_000, f"memory grew by {now - base} bytes over 2000 iterations"
+
+
+def test_graphs_make_no_reference_cycles():
+    # a node holds its outputs' arrays, not the tensors (which hold the node): graphs are freed by reference
+    # counting alone, also when never backpropagated and when built with create_graph (except backward with
+    # create_graph, whose leaves hold their gradient's graph: a cycle in PyTorch too)
+    x = ember.randn(5, requires_grad=True)
+    gc.collect()
+    gc.disable()
+    try:
+        ref = ember.randn(5).requires_grad_()
+        y = (x * ref).tanh().exp()
+        values, indices = y.max(0)
+        (values + y.sum()).backward()
+        g, = ember.autograd.grad(x.sigmoid().sum(), x, create_graph=True)
+        g.sum().backward()
+        del y, values, indices, g, ref
+        assert gc.collect() == 0
+    finally:
+        gc.enable()
+
+
+def test_vjps_keep_only_what_they_read():
+    for lib in (ember, torch):
+        x = lib.randn(4, requires_grad=True)
+        a = x * 2
+        b = a * 3  # a times a number: the gradient reads neither a nor b
+        c = b.tanh()  # tanh reads its result, not b
+        b.add_(1)
+        a.mul_(2)
+        c.sum().backward()
+        expected = 6 * (1 - c.detach() ** 2)
+        np.testing.assert_allclose(x.grad.numpy(), expected.numpy(), rtol=1e-4)
+        # what a VJP reads is still checked
+        y = x.exp()
+        z = (x * y).sum()  # reads both operands
+        y.mul_(2)
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            z.backward()
+        t = x.tanh()
+        z = t.sum() * 1.0
+        t.mul_(2)
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            t.backward(ember.ones(4) if lib is ember else torch.ones(4))
+
+
+def test_needs_input_grad_of_op_vjps():
+    seen = []
+    op = ember._registry.REGISTRY["mul"]
+    vjp = op.vjp_fn
+
+    def spy(ctx, g):
+        seen.append(ctx.needs_input_grad)
+        return vjp(ctx, g)
+
+    op.vjp_fn = spy
+    try:
+        x, w = ember.randn(3, requires_grad=True), ember.randn(3)
+        (x * w).sum().backward()
+        (w * x).sum().backward()
+        (x * 2.0).sum().backward()
+        (x * x).sum().backward()
+    finally:
+        op.vjp_fn = vjp
+    assert seen == [(True, False), (False, True), (True, False), (True, True)]
+    np.testing.assert_allclose(x.grad.numpy(), (2 * w + 2 + 2 * x).detach().numpy(), rtol=1e-6)
+
+
+def test_gradients_summed_at_a_node_keep_dtype_and_values():
+    for dtype in ("float32", "float64", "float16", "bfloat16", "complex64"):
+        e, t = ember.ones(3, dtype=getattr(ember, dtype)), torch.ones(3, dtype=getattr(torch, dtype))
+        results = []
+        for x in (e, t):
+            x = (x * 1.5).requires_grad_()
+            y = x * 3
+            out = (y * 1.25 + y * 0.5 + y.exp() * 0.0)  # three gradients meet at y
+            out.real.sum().backward() if dtype.startswith("complex") else out.sum().backward()
+            results.append(x.grad)
+        assert str(results[0].dtype).split(".")[-1] == dtype
+        np.testing.assert_allclose(results[0].to(ember.complex128).numpy(), results[1].to(torch.complex128).numpy())
+    x = ember.tensor(2.0, requires_grad=True)  # 0-d gradients (a plain array add would give a NumPy scalar)
+    (x * 3 + x * 4).backward()
+    assert x.grad.tolist() == 7.0 and isinstance(x.grad._data, np.ndarray)
+
+
+def test_create_graph_reads_results_joined_to_the_graph():
+    # VJPs that read ctx.out (rebuilt from the saved array) must give second-order gradients through it
+    fns = (lambda v: v.tanh(), lambda v: v.exp(), lambda v: v.sigmoid(), lambda v: v.sqrt().relu())
+    for f in fns:
+        second = []
+        for lib in (ember, torch):
+            x = lib.tensor([0.3, -1.2, 2.0], dtype=lib.float64, requires_grad=True)
+            g, = lib.autograd.grad(f(x.abs()).sum(), x, create_graph=True)
+            second.append(lib.autograd.grad(g.sum(), x)[0].numpy())
+        np.testing.assert_allclose(*second, rtol=1e-12)
+    y = ember.ones(3, requires_grad=True).exp()  # the saved result's version is still checked
+    s = (y * 2).sum()
+    y.add_(1)
+    with pytest.raises(RuntimeError, match="output 0 of ExpBackward0, is at version 1"):
+        s.backward()
+
+
+def test_malloc_tuning_applies_on_glibc_and_can_be_turned_off():
+    import os
+    import platform
+    import subprocess
+    import sys
+    code = "import ember, ember._allocator as a; print(a.tune())"
+    env = {k: v for k, v in os.environ.items() if k != "EMBER_MALLOC_TUNING"}
+    glibc = sys.platform.startswith("linux") and platform.libc_ver()[0] == "glibc"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == str(glibc)
+    out = subprocess.run([sys.executable, "-c", code], env={**env, "EMBER_MALLOC_TUNING": "0"}, capture_output=True,
+                         text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16"])
+def test_fused_vjps_without_a_graph_match_torch(dtype):
+    # tanh's and sigmoid's VJPs compute on NumPy temporaries when no graph is built: every layout and dtype
+    rng = np.random.default_rng(0)
+    for shape, transpose in (((5, 4), False), ((5, 4), True), ((0,), False), ((), False), ((3,), False)):
+        v = rng.standard_normal(shape) * 3
+        if v.ndim == 1 and v.size:
+            v[0] = np.nan
+        for name in ("tanh", "sigmoid"):
+            grads = []
+            for lib in (ember, torch):
+                x = lib.tensor(v, dtype=getattr(lib, dtype))
+                x = (x.t() if transpose else x).requires_grad_()
+                g = lib.ones(x.shape[::-1], dtype=x.dtype).t() if transpose else lib.ones_like(x)
+                getattr(x, name)().backward(g * 0.5)
+                grads.append(x.grad.to(lib.float64).numpy())
+            # (1 - y*y near y = 1 magnifies the last-bit differences of float32 tanh between NumPy and torch)
+            rtol, atol = {"float64": (1e-10, 0), "float32": (1e-4, 1e-7)}.get(dtype, (2e-2, 1e-3))
+            np.testing.assert_allclose(*grads, rtol=rtol, atol=atol)

@@ -41,6 +41,7 @@ def _flat(x):
 def _like(lib, t, values):
     """A tensor of ``t``'s shape from ``values`` (complex, from both ends, for a complex ``t``)."""
     n = t.numel()
+    values = np.resize(values, max(n, len(values)))  # (large samples repeat the values)
     v = values[:n] + 1j * values[len(values) - n:] if t.is_complex() else values[:n]
     return lib.tensor(v.reshape(tuple(t.shape)))
 

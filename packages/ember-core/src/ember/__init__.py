@@ -10,6 +10,8 @@ __path__ = pkgutil.extend_path(__path__, __name__)
 
 import importlib as _importlib  # noqa: E402
 
+_importlib.import_module(f"{__name__}._allocator").tune()  # large temporaries reuse malloc's memory
+
 from . import (  # noqa: E402
     _extensions,
     _factory,  # noqa: E402,F401  (registers the creation functions)

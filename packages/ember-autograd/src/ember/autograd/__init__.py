@@ -38,7 +38,8 @@ def _default_grads(outputs, grads):
         if g is None:
             if out.numel() != 1:
                 raise RuntimeError("grad can be implicitly created only for scalar outputs")
-            g = Tensor._wrap(xp_of(out._data).ones_like(out._data))
+            data = out._data
+            g = Tensor._wrap(xp_of(data).ones(data.shape, data.dtype))
         elif not isinstance(g, Tensor):
             g = ember.full_like(out, g)
         elif tuple(g.shape) != tuple(out.shape):
@@ -50,6 +51,13 @@ def _default_grads(outputs, grads):
 
 def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, grad_variables=None, inputs=None):
     """Accumulate into the leaves' ``.grad`` the gradients of ``tensors`` (weighted by ``grad_tensors``)."""
+    if type(tensors) is Tensor and grad_tensors is None and grad_variables is None and inputs is None:
+        data = tensors._data  # the usual loss.backward(): skip the general argument handling
+        if data.size != 1:
+            raise RuntimeError("grad can be implicitly created only for scalar outputs")
+        run_backward((tensors,), (Tensor._wrap(xp_of(data).ones(data.shape, data.dtype)),),
+                     create_graph if retain_graph is None else retain_graph, create_graph)
+        return
     tensors = _as_tuple(tensors)
     grads = _default_grads(tensors, grad_tensors if grad_tensors is not None else grad_variables)
     inputs = _as_tuple(inputs)

@@ -9,13 +9,15 @@ import itertools
 import traceback
 import weakref
 
+from numpy import ndarray
+
 import ember
+from ember._dtype import FROM_NP
 from ember._tensor import Tensor
 
 from . import anomaly_mode, grad_mode
 
 _seq = itertools.count()
-_EMPTY = {}  # the gradients of a node none reached (never written)
 _FREED = ("Trying to backward through the graph a second time (or directly access saved tensors after they have "
           "already been freed). Saved intermediate values of the graph are freed when you call .backward() or "
           "autograd.grad(). Specify retain_graph=True if you need to backward through the graph a second time or if "
@@ -23,27 +25,56 @@ _FREED = ("Trying to backward through the graph a second time (or directly acces
 
 
 class SavedContext:
-    """What a VJP sees: the call's arguments and result, checked against in-place changes on access."""
+    """What a VJP sees: the call's arguments and result, checked against in-place changes on access.
 
-    __slots__ = ("_args", "kwargs", "_out", "_versions", "_node", "_pargs", "_pout")
+    The result is kept as its arrays and version counters, not as tensors: a tensor holds its node, so
+    holding it here would make a reference cycle and keep every graph's memory until the cyclic garbage
+    collector runs. Reading ``out`` makes fresh tensors over the arrays, joined to the node when a graph
+    is being built (create_graph).
 
-    def __init__(self, args, kwargs, out, node, inputs, outputs):
-        self._args, self.kwargs, self._out, self._node = args, kwargs, out, node
+    A VJP may say what it reads (attributes set on the function, see ``arithmetic.saves``): ``saves_args``
+    False (none of the tensor arguments) or a function ``args -> args`` putting None for the tensors it
+    does not read, and ``saves_out`` False. Only what it reads is kept (and checked for in-place changes),
+    so a graph holds no more memory than its backward needs."""
+
+    __slots__ = ("_args", "kwargs", "_outs", "_single", "_inputs", "_versions", "_node", "_pargs", "_pout")
+
+    def __init__(self, args, kwargs, node, inputs, outputs, single, vjp):
+        saves = getattr(vjp, "saves_args", True)
+        if saves is not True:
+            args = saves(args) if saves else tuple([None if isinstance(a, Tensor) else a for a in args])
+            inputs = _flat_tensors(args)
+        if not getattr(vjp, "saves_out", True):
+            outputs = ()
+        self._args, self.kwargs, self._inputs, self._single = args, kwargs, inputs, single
+        self._node = weakref.ref(node)
+        self._outs = [(o._data, o._version) for o in outputs]
         self._pargs = self._pout = None  # args and out cut from the graph, made once (when read) for VJPs run
         # without create_graph
-        self._versions = ([(t, t._version[0]) for t in inputs], [(t, t._version[0]) for t in outputs])
+        self._versions = ([t._version[0] for t in inputs], [o._version[0] for o in outputs])
 
     def _check(self, which):
-        if self._versions is None:
+        versions = self._versions
+        if versions is None:
             raise RuntimeError(_FREED)
-        for t, v in self._versions[which]:
-            if t._version[0] != v:
-                kind = _LEGACY.get(t.dtype, str(t.dtype))
-                raise RuntimeError(
-                    f"one of the variables needed for gradient computation has been modified by an inplace "
-                    f"operation: [{kind} {list(t.shape)}], which is output 0 of {self._node.name()}, is at version "
-                    f"{t._version[0]}; expected version {v} instead. Hint: enable anomaly detection to find the "
-                    "operation that failed to compute its gradient, with torch.autograd.set_detect_anomaly(True).")
+        if which:
+            for (data, version), v in zip(self._outs, versions[1]):
+                if version[0] != v:
+                    self._raise(data.shape, data.dtype, version[0], v)
+        else:
+            for t, v in zip(self._inputs, versions[0]):
+                if t._version[0] != v:
+                    self._raise(t._data.shape, t._data.dtype, t._version[0], v)
+
+    def _raise(self, shape, np_dtype, now, v):
+        dtype = FROM_NP[np_dtype]
+        node = self._node()
+        raise RuntimeError(
+            f"one of the variables needed for gradient computation has been modified by an inplace "
+            f"operation: [{_LEGACY.get(dtype, str(dtype))} {list(shape)}], which is output 0 of "
+            f"{node.name() if node is not None else 'a backward node'}, is at version {now}; expected version {v} "
+            "instead. Hint: enable anomaly detection to find the operation that failed to compute its gradient, "
+            "with torch.autograd.set_detect_anomaly(True).")
 
     @property
     def args(self):
@@ -59,19 +90,45 @@ class SavedContext:
     def out(self):
         """The call's result (checked: not changed in place since the call)."""
         self._check(1)
+        if not self._outs:
+            raise RuntimeError(f"the VJP of {self._node().name()} reads ctx.out but is marked as not saving it")
         if grad_mode.MODE.enabled:
-            return self._out
+            node = self._node()
+            outs = [_output(data, version, node, i) for i, (data, version) in enumerate(self._outs)]
+            return outs[0] if self._single else tuple(outs)
         if self._pout is None:
-            self._pout = _detached(self._out)
+            outs = [Tensor._wrap(data) for data, _ in self._outs]
+            self._pout = outs[0] if self._single else tuple(outs)
         return self._pout
 
+    @property
+    def needs_input_grad(self):
+        """Whether each positional argument of the call needs a gradient (False for non-tensors; for a list
+        argument, whether any of its tensors does): a VJP need not compute the others."""
+        node = self._node()
+        if node is None or self._args is None:
+            raise RuntimeError(_FREED)
+        return node._needs(len(self._args))
+
     def free(self):
-        self._args = self._out = self._versions = self._pargs = self._pout = None
+        self._args = self._outs = self._inputs = self._versions = self._pargs = self._pout = None
 
 
 _LEGACY = {ember.float32: "torch.FloatTensor", ember.float64: "torch.DoubleTensor", ember.float16: "torch.HalfTensor",
            ember.bfloat16: "torch.BFloat16Tensor", ember.complex64: "torch.ComplexFloatTensor",
            ember.complex128: "torch.ComplexDoubleTensor"}
+
+
+def _output(data, version, node, index):
+    """A call's output rebuilt from its array, as part of the graph (it leads into ``node``)."""
+    t = Tensor._wrap(data)
+    t._version = version
+    if node is not None and data.dtype.kind in "fcV":  # (V: bfloat16's storage) outputs that carry gradients
+        t._rg = True
+        t.grad_fn = node
+        if index:
+            t._ext = {"out_idx": index}
+    return t
 
 
 def _detached(x):
@@ -94,49 +151,79 @@ def _flat_tensors(x):
     return []
 
 
+def _layout(args):
+    """Where the tensors are among ``args``: per argument True (a tensor), False, or such a tuple for a list."""
+    return tuple(isinstance(a, Tensor) or (type(a) in (list, tuple) and tuple(isinstance(x, Tensor) for x in a))
+                 for a in args)
+
+
 class Node:
     """A backward function: turns gradients of its outputs into gradients of its inputs."""
 
     __slots__ = ("_vjp", "_name", "_ctx", "next_functions", "_in_meta", "_out_meta", "_structure", "_pos",
-                 "_pre_hooks", "_hooks", "seq", "metadata", "_trace", "materialize", "__weakref__")
+                 "_pre_hooks", "_hooks", "seq", "_metadata", "_trace", "materialize", "__weakref__")
 
     def __init__(self, name, vjp, args, kwargs, outputs, as_tuple=False, inputs=None):
         self._vjp, self._name = vjp, name
         self.seq = next(_seq)
-        self._pre_hooks = self._hooks = self._trace = None
-        self.metadata = {}
+        self._pre_hooks = self._hooks = self._trace = self._metadata = None
         self.materialize = True  # unused float outputs get zero gradients (custom Functions may opt out)
         if inputs is None:
             inputs = _flat_tensors(args)
         edges, in_meta = [], []
         for t in inputs:
             if t._rg:
-                edges.append(edge_of(t))
-                in_meta.append((t._data.shape, t.dtype, t.device))
+                fn = t.grad_fn
+                if fn is None:
+                    edges.append((accumulator(t), 0))
+                else:
+                    edges.append((fn, t._ext.get("out_idx", 0) if t._ext is not None else 0))
+                d = t._data
+                in_meta.append((d.shape, d.dtype, None) if type(d) is ndarray else _meta(d))
             else:
-                edges.append((None, 0))
+                edges.append(_NO_EDGE)
                 in_meta.append(None)
         self.next_functions, self._in_meta = tuple(edges), in_meta
-        self._structure = args
-        # where the tensor arguments are, when none is inside a list (apply then picks their gradients directly)
+        # where the tensor arguments are: their positions when none is inside a list (apply then picks their
+        # gradients directly), else the layout of every argument
         pos = []
         for i, a in enumerate(args):
-            if isinstance(a, Tensor):
+            if type(a) is Tensor or isinstance(a, Tensor):
                 pos.append(i)
-            elif isinstance(a, (list, tuple)):
+            elif type(a) in (list, tuple):
                 pos = None
                 break
         self._pos = pos
-        self._out_meta = [(o._data.shape, o.dtype, o.device) for o in outputs]
+        self._structure = _layout(args) if pos is None else True
+        self._out_meta = [(o._data.shape, o._data.dtype, None) if type(o._data) is ndarray else _meta(o._data)
+                          for o in outputs]
         # ctx.out: one tensor, or a tuple when several (or the op returned a tuple, even of one)
-        out = outputs[0] if len(outputs) == 1 and not as_tuple else tuple(outputs)
-        self._ctx = SavedContext(args, kwargs, out, self, inputs, outputs)
+        self._ctx = SavedContext(args, kwargs, self, inputs, outputs, len(outputs) == 1 and not as_tuple, vjp)
 
     def name(self):
         return self._name
 
     def __repr__(self):
         return f"<{self._name} object at {hex(id(self))}>"
+
+    @property
+    def metadata(self):
+        if self._metadata is None:
+            self._metadata = {}
+        return self._metadata
+
+    def _needs(self, n_args):
+        """needs_input_grad of a call with ``n_args`` positional arguments."""
+        if self._structure is None:
+            return tuple(m is not None for m in self._in_meta)
+        metas = iter(self._in_meta)
+        if self._pos is not None:
+            want = [False] * n_args
+            for i in self._pos:
+                want[i] = next(metas) is not None
+            return tuple(want)
+        return tuple(any([next(metas) is not None for x in a if x]) if type(a) is tuple else
+                     (next(metas) is not None if a else False) for a in self._structure)
 
     def register_hook(self, fn):
         """``fn(grad_inputs, grad_outputs)`` after this node runs; may return new grad_inputs."""
@@ -162,41 +249,57 @@ class Node:
             result = (result,)
         if self._structure is None:  # the VJP already returns one gradient per edge
             return [_fit(g, m) for g, m in zip(result, self._in_meta)]
-        if self._pos is not None:
+        pos = self._pos
+        if pos is not None:
             n = len(result)
-            return [_fit(result[i] if i < n else None, m) for i, m in zip(self._pos, self._in_meta)]
+            return [_fit(result[i] if i < n else None, m) for i, m in zip(pos, self._in_meta)]
         flat = []
-        for i, arg in enumerate(self._structure):
+        for i, where in enumerate(self._structure):
             g = result[i] if i < len(result) else None
-            if isinstance(arg, Tensor):
+            if where is True:
                 flat.append(g)
-            elif isinstance(arg, (list, tuple)):
+            elif where:
                 gs = list(g) if g is not None else []
-                flat += [gs[j] if j < len(gs) else None for j, a in enumerate(arg) if isinstance(a, Tensor)]
+                flat += [gs[j] if j < len(gs) else None for j, a in enumerate(where) if a]
         return [_fit(g, m) for g, m in zip(flat, self._in_meta)]
 
     def release(self):
         self._ctx.free()
 
 
-class AccumulateGrad(Node):
-    """The sink of a leaf tensor that requires grad: adds arriving gradients into ``variable.grad``."""
+_NO_EDGE = (None, 0)
 
-    __slots__ = ("variable", "_post_hooks")
+
+def _meta(data):
+    """(shape, NumPy dtype, device or None on the CPU) of an array: what a gradient must match."""
+    return data.shape, data.dtype, None if type(data) is ndarray else Tensor._wrap(data).device
+
+
+class AccumulateGrad(Node):
+    """The sink of a leaf tensor that requires grad: adds arriving gradients into ``variable.grad``.
+
+    The leaf keeps its AccumulateGrad (made once, not per graph) and the AccumulateGrad refers to the leaf
+    weakly, so neither keeps the other in a reference cycle; a leaf nobody holds any more takes no gradient."""
+
+    __slots__ = ("_variable", "_post_hooks")
 
     def __init__(self, variable):
         self._name = "AccumulateGrad"
-        self.variable = variable
+        self._variable = weakref.ref(variable)
         self.seq = -1
         self.next_functions = ()
-        self._pre_hooks = self._hooks = self._post_hooks = None
-        self.metadata = {}
-        self._trace = None
+        self._pre_hooks = self._hooks = self._post_hooks = self._trace = self._metadata = None
         self.materialize = True
-        self._out_meta = [(variable._data.shape, variable.dtype, variable.device)]
+        self._out_meta = [_meta(variable._data)]
+
+    @property
+    def variable(self):
+        return self._variable()
 
     def accumulate(self, g, create_graph):
-        v = self.variable
+        v = self._variable()
+        if v is None:
+            return
         if v.grad is None:
             # a VJP may hand the same tensor to several inputs: own a copy unless building a graph
             v.grad = g if create_graph else Tensor._wrap(g._data.copy())
@@ -228,14 +331,15 @@ class _Handle:
 
 
 def accumulator(t):
-    """The (cached) AccumulateGrad node of a leaf that requires grad."""
-    ext = t._ext if t._ext is not None else {}
-    ref = ext.get("acc")
-    acc = ref() if ref is not None else None
-    if acc is None:
-        acc = AccumulateGrad(t)
-        ext["acc"] = weakref.ref(acc)
-        t._ext = ext
+    """The AccumulateGrad node of a leaf that requires grad (kept by the leaf)."""
+    ext = t._ext
+    if ext is not None:
+        acc = ext.get("acc")
+        if acc is not None:
+            return acc
+    else:
+        ext = t._ext = {}
+    acc = ext["acc"] = AccumulateGrad(t)
     return acc
 
 
@@ -252,16 +356,17 @@ def _fit(g, meta):
     if g is None or meta is None:
         return None
     shape, dtype, _ = meta
-    if g._data.shape != shape:
+    data = g._data
+    if data.shape != shape:
         g = g.sum_to_size(shape)
-    if g.dtype is not dtype:
-        g = (g.real if g.dtype.is_complex and not dtype.is_complex else g).to(dtype)
+    if data.dtype != dtype:
+        g = (g.real if data.dtype.kind == "c" and dtype.kind != "c" else g).to(FROM_NP[dtype])
     return g
 
 
 def _zeros(meta):
     shape, dtype, device = meta
-    return ember.zeros(shape, dtype=dtype, device=device)
+    return ember.zeros(shape, dtype=FROM_NP[dtype], device=device)
 
 
 def run_backward(roots, grad_roots, retain_graph=False, create_graph=False, inputs=None, allow_unused=False,
@@ -283,30 +388,32 @@ def run_backward(roots, grad_roots, retain_graph=False, create_graph=False, inpu
                 raise RuntimeError("One of the differentiated Tensors does not require grad")
             targets.setdefault(edge_of(t), []).append(i)
     # dependency counts of every node reachable from the roots
-    deps, order, stack = {}, [], list(dict.fromkeys(e[0] for e, _ in root_edges))
-    seen = set(stack)
+    stack = list(dict.fromkeys(e[0] for e, _ in root_edges))
+    deps, order, roots_set = {}, stack[:], set(stack)
     while stack:
-        node = stack.pop()
-        order.append(node)
-        for nxt, _ in node.next_functions:
+        for nxt, _ in stack.pop().next_functions:
             if nxt is not None:
-                deps[nxt] = deps.get(nxt, 0) + 1
-                if nxt not in seen:
-                    seen.add(nxt)
-                    stack.append(nxt)
+                if nxt in deps:
+                    deps[nxt] += 1
+                else:
+                    deps[nxt] = 1
+                    if nxt not in roots_set:
+                        stack.append(nxt)
+                        order.append(nxt)
     needed = _needed(order, {e[0] for e in targets}) if inputs is not None else None
-    buffers = {}
+    buffers = {}  # node -> [gradient of each output]
     for (node, idx), g in root_edges:
         _add(buffers, node, idx, g)
     captured = [None] * (len(inputs) if inputs is not None else 0)
-    ready = [(-n.seq, id(n), n) for n in {e[0][0] for e in root_edges} if deps.get(n, 0) == 0]
+    ready = [(-n.seq, id(n), n) for n in roots_set if n not in deps]
     heapq.heapify(ready)
-    with grad_mode.set_grad_enabled(create_graph):
+    heappop, heappush = heapq.heappop, heapq.heappush
+    mode = grad_mode.MODE
+    enabled, mode.enabled = mode.enabled, create_graph
+    try:
         while ready:
-            node = heapq.heappop(ready)[2]
-            grads = buffers.pop(node, _EMPTY)
-            n_out = len(node._out_meta)
-            outs = [grads.get(0)] if n_out == 1 else [grads.get(i) for i in range(n_out)]
+            node = heappop(ready)[2]
+            outs = buffers.pop(node, None) or [None] * len(node._out_meta)
             if node._pre_hooks:
                 outs = _run_pre_hooks(node, outs)
             if targets:
@@ -319,13 +426,14 @@ def run_backward(roots, grad_roots, retain_graph=False, create_graph=False, inpu
                 continue
             if needed is not None and node not in needed:
                 continue
+            n_out = len(outs)
             if outs[0] is not None if n_out == 1 else all(g is not None for g in outs):
                 next_grads = _apply(node, outs)  # (`None in outs` would call Tensor.__eq__)
             elif n_out == 1 or all(g is None for g in outs):
                 next_grads = [None] * len(node.next_functions)
             else:
                 if node.materialize:
-                    outs = [g if g is not None or not (m[1].is_floating_point or m[1].is_complex) else _zeros(m)
+                    outs = [g if g is not None or m[1].kind not in "fcV" else _zeros(m)
                             for g, m in zip(outs, node._out_meta)]
                 next_grads = _apply(node, outs)
             if not retain_graph:
@@ -337,7 +445,9 @@ def run_backward(roots, grad_roots, retain_graph=False, create_graph=False, inpu
                     _add(buffers, nxt, idx, g)
                 left = deps[nxt] = deps[nxt] - 1
                 if not left:
-                    heapq.heappush(ready, (-nxt.seq, id(nxt), nxt))
+                    heappush(ready, (-nxt.seq, id(nxt), nxt))
+    finally:
+        mode.enabled = enabled
     if inputs is not None:
         if not allow_unused and any(g is None for g in captured):
             raise RuntimeError("One of the differentiated Tensors appears to not have been used in the graph. "
@@ -371,9 +481,20 @@ def _run_pre_hooks(node, outs):
 def _add(buffers, node, idx, g):
     slot = buffers.get(node)
     if slot is None:
-        buffers[node] = {idx: g}
+        slot = buffers[node] = [None] * len(node._out_meta)
+        slot[idx] = g
     else:
-        slot[idx] = g if idx not in slot else slot[idx] + g
+        have = slot[idx]
+        slot[idx] = g if have is None else _sum(have, g)
+
+
+def _sum(a, b):
+    """Two gradients of one output (same shape and dtype: both were fitted to it): a plain array add when
+    no graph is being built and the dtype needs no rounding through float32 (0-d arrays add to NumPy scalars)."""
+    d = a._data.dtype
+    if a._rg or b._rg or d is not b._data.dtype or d.kind not in "fc" or d.itemsize < 4 or not a._data.ndim:
+        return a + b
+    return Tensor._wrap(a._data + b._data)
 
 
 def _needed(order, target_nodes):

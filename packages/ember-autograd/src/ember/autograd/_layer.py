@@ -55,16 +55,17 @@ def autograd_layer(call, call_next):
     else:
         return call_next(call)
     _inference_check(tensors)
-    op = call.op
-    if call.mode == "out":
+    op, kwargs, call_mode = call.op, call.kwargs, call.mode
+    if call_mode == "out":
         raise RuntimeError(_OUT_ERROR.format(op.name))
-    if call.kwargs:
+    if kwargs:
         _bind_tensor_kwargs(call)
-    args = call.args
-    inputs = call.tensors()  # after binding: the tensors among the positional arguments...
-    if call.kwargs and any(isinstance(v, Tensor) for v in call.kwargs.values()):
-        inputs = None  # ...unless a keyword tensor could not be bound: the node then finds them itself
-    if call.mode == "inplace":
+        kwargs = call.kwargs
+        tensors = call.tensors()  # after binding: the tensors among the positional arguments...
+        if any(isinstance(v, Tensor) for v in kwargs.values()):
+            tensors = None  # ...unless a keyword tensor could not be bound: the node then finds them itself
+    args, inputs = call.args, tensors
+    if call_mode == "inplace":
         target = args[0]
         if target.grad_fn is None and target._rg:
             raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
@@ -76,18 +77,29 @@ def autograd_layer(call, call_next):
     result = call_next(call)
     if not op.differentiable:
         return result
-    outputs = [result] if type(result) is Tensor else _flat_tensors(result)
-    node = Node(node_name(op), op.vjp_fn or _missing_vjp(op), args, call.kwargs, outputs,
-                as_tuple=isinstance(result, tuple), inputs=inputs)
+    if type(result) is Tensor:
+        node = Node(node_name(op), op.vjp_fn or _missing_vjp(op), args, kwargs, (result,), False, inputs)
+        outputs = None
+    else:
+        outputs = _flat_tensors(result)
+        node = Node(node_name(op), op.vjp_fn or _missing_vjp(op), args, kwargs, outputs, isinstance(result, tuple),
+                    inputs)
     if anomaly_mode._STATE.enabled:
         node._trace = anomaly_mode.forward_trace()
-    if call.mode == "inplace" and target._base is not None and _chain(target) is not None:
+    if call_mode == "inplace" and target._base is not None and _chain(target) is not None:
         _rebase_view(target, node)
         return result
+    if outputs is None and op.constant_outputs is None:  # one result: a float one joins the graph
+        if result._data.dtype.kind in "fcV":
+            result._rg = True
+            result.grad_fn = node
+            if result._ext is not None and "out_idx" in result._ext:
+                attach(result, node, 0)
+        return result
     # an op may name outputs of this call that carry no gradient (svd's zero-filled U and V without compute_uv)
-    constant = op.constant_outputs(args, call.kwargs) if op.constant_outputs is not None else ()
-    for i, o in enumerate(outputs):
-        if (o.dtype.is_floating_point or o.dtype.is_complex) and i not in constant:
+    constant = op.constant_outputs(args, kwargs) if op.constant_outputs is not None else ()
+    for i, o in enumerate(outputs or (result,)):
+        if o._data.dtype.kind in "fcV" and i not in constant:  # floating and complex dtypes
             attach(o, node, i)
     return result
 

@@ -19,7 +19,7 @@ from ember import _dispatch
 from ember._tensor import Tensor
 
 from . import grad_mode
-from ._engine import _fit
+from ._engine import _fit, _meta
 from ._layer import _bind_tensor_kwargs
 
 __all__ = ["UnpackedDualTensor", "dual_level", "enter_dual_level", "exit_dual_level", "make_dual", "unpack_dual"]
@@ -377,7 +377,7 @@ def _double_vjp(op, args, kwargs, tangents, out):
         for g, x, tx in _pairs(args, grads, tangents):
             if g is None or tx is None:
                 continue
-            g = _fit(g, (tuple(x.shape), x.dtype, x.device))
+            g = _fit(g, _meta(x._data))
             terms.append((g.conj() * tx).real.sum() if g.dtype.is_complex else (g * tx).sum())
         total = _sum(*terms)
         live = [s for s in seeds if s is not None]

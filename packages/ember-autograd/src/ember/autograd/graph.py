@@ -14,6 +14,7 @@ to a packing context.
 """
 import collections
 import threading
+import weakref
 
 import numpy as np
 
@@ -49,7 +50,6 @@ class _Local(threading.local):
 
 
 _tls = _Local()
-_PLACEHOLDER = Tensor._wrap(np.empty(0))
 _users = [0]  # threads' open saved_tensors_hooks blocks; the layer is registered while nonzero
 
 
@@ -119,27 +119,21 @@ def _layer(call, call_next):
         node = t.grad_fn if isinstance(t, Tensor) else None
         if node is not None and node is not before and type(node._ctx) is SavedContext:
             node._ctx = _PackedContext(node._ctx, pack, unpack)
-            if node._structure is not None:  # the node only needs to know where the tensors were
-                node._structure = _map(node._structure, lambda t: _PLACEHOLDER, Tensor)
     return result
+
+
+def _stand_in(data):
+    """An array of ``data``'s shape and dtype that holds no memory: what the version check's message reads."""
+    return np.broadcast_to(np.empty((), data.dtype), data.shape)
 
 
 class _Meta:
     """What the version check reads of a saved tensor, without keeping the tensor alive."""
 
-    __slots__ = ("_version", "dtype", "shape")
+    __slots__ = ("_version", "_data")
 
     def __init__(self, t):
-        self._version, self.dtype, self.shape = t._version, t.dtype, t.shape
-
-
-def _without_tensors(versions):
-    """The context's version records with each tensor replaced by its metadata."""
-    if isinstance(versions, tuple) and len(versions) == 2 and isinstance(versions[0], Tensor):
-        return _Meta(versions[0]), versions[1]
-    if isinstance(versions, (list, tuple)):
-        return type(versions)(_without_tensors(v) for v in versions)
-    return versions
+        self._version, self._data = t._version, _stand_in(t._data)
 
 
 class _Packed:
@@ -159,6 +153,8 @@ class _Packed:
         if self.edge is None:
             return t
         node, index = self.edge
+        if type(node) is weakref.ref:  # an output of the node itself (held weakly: no reference cycle)
+            node = node()
         proxy = Tensor._wrap(t._data)  # leads into the original graph (a leaf's edge is its accumulator)
         proxy._rg = True
         proxy.grad_fn = node
@@ -179,17 +175,27 @@ class _PackedContext:
     """Stands in for a node's SavedContext: the original context keeps the packed values (and does
     its in-place version check, on metadata instead of tensors); each access unpacks them."""
 
-    __slots__ = ("_ctx", "kwargs", "_unpack")
+    __slots__ = ("_ctx", "kwargs", "_unpack", "_out")
 
     def __init__(self, ctx, pack, unpack):
         self._ctx, self.kwargs, self._unpack = ctx, ctx.kwargs, unpack
+        with grad_mode.enable_grad():
+            out = ctx.out if ctx._outs else None
+        self._out = _map(out, lambda t: _Packed(t, pack), Tensor)
+        for p in self._out if isinstance(self._out, tuple) else (self._out,):
+            if isinstance(p, _Packed) and p.edge is not None:
+                p.edge = (ctx._node, p.edge[1])
         ctx._args = _map(ctx._args, lambda t: _Packed(t, pack), Tensor)
-        ctx._out = _map(ctx._out, lambda t: _Packed(t, pack), Tensor)
-        ctx._versions = _without_tensors(ctx._versions)
+        ctx._inputs = [_Meta(t) for t in ctx._inputs]
+        ctx._outs = [(_stand_in(data), version) for data, version in ctx._outs]
 
     @property
     def _versions(self):
         return self._ctx._versions
+
+    @property
+    def needs_input_grad(self):
+        return self._ctx.needs_input_grad
 
     def _unpacked(self, packed):
         value = _map(packed, lambda p: p.get(self._unpack), _Packed)
@@ -201,7 +207,8 @@ class _PackedContext:
 
     @property
     def out(self):
-        return self._unpacked(self._ctx.out)
+        self._ctx._check(1)
+        return self._unpacked(self._out)
 
     def free(self):
         self._ctx.free()

@@ -20,6 +20,16 @@ def quiet(impl):
     return run
 
 
+def saves(args=True, out=True):
+    """Declare what a VJP reads, so autograd keeps only that alive until backward (and checks only that for
+    in-place changes): ``args`` False (no tensor argument) or ``args -> args`` with None for the tensors
+    not read; ``out`` False (not ``ctx.out``). Put it below ``@op.vjp``."""
+    def mark(vjp):
+        vjp.saves_args, vjp.saves_out = args, out
+        return vjp
+    return mark
+
+
 def _alpha_rule(name):
     """Promotion of add/sub: like "promote", plus PyTorch's checks of ``alpha`` and of bool operands."""
     def rule(p, dtypes, alpha=1, **kwargs):
@@ -45,17 +55,14 @@ def _wanted(ctx):
     """Whether each of the two operands needs a gradient (a Python number or a tensor that does not require grad
     needs none: don't compute it), read from the engine's record of the call without reading the operands (add and
     sub don't save them: changing them in place later is fine); both when called without that record."""
-    node = getattr(ctx, "_node", None)
-    pos = getattr(node, "_pos", None)
-    if pos is None or node._structure is None:
+    need = getattr(ctx, "needs_input_grad", None)
+    if need is None:
         return True, True
-    want = [False, False, False]
-    for i, m in zip(pos, node._in_meta):
-        want[i] = m is not None
-    return want[0], want[1]
+    return need[0], len(need) > 1 and need[1]
 
 
 @add.vjp
+@saves(args=False, out=False)
 def _(ctx, g):
     wa, wb = _wanted(ctx)
     alpha = ctx.kwargs.get("alpha", 1)
@@ -69,6 +76,7 @@ def sub(xp, a, b, *, alpha=1):
 
 
 @sub.vjp
+@saves(args=False, out=False)
 def _(ctx, g):
     wa, wb = _wanted(ctx)
     alpha = ctx.kwargs.get("alpha", 1)
@@ -81,7 +89,14 @@ def mul(xp, a, b):
     return xp.multiply(a, b)
 
 
+def _mul_saved(args):
+    """mul's gradient of one operand reads the other: keep an operand only if the other requires grad."""
+    a, b = args
+    return (a if isinstance(b, Tensor) and b._rg else None, b if isinstance(a, Tensor) and a._rg else None)
+
+
 @mul.vjp
+@saves(args=_mul_saved, out=False)
 def _(ctx, g):
     a, b = ctx.args
     wa, wb = _wanted(ctx)
@@ -129,6 +144,7 @@ def div(xp, a, b, *, rounding_mode=None):
 
 
 @div.vjp
+@saves(out=False)
 def _(ctx, g):
     a, b = ctx.args
     if ctx.kwargs.get("rounding_mode") is not None:
@@ -144,6 +160,7 @@ def true_divide(xp, a, b):
 
 
 @true_divide.vjp
+@saves(out=False)
 def _(ctx, g):
     a, b = ctx.args
     return g / b, -g * a / (b * b)
@@ -166,6 +183,7 @@ def remainder(xp, a, b):
 
 
 @remainder.vjp
+@saves(out=False)
 def _(ctx, g):
     a, b = ctx.args
     return g, -g * floor_divide(a, b)
@@ -226,6 +244,7 @@ def neg(xp, a):
 
 
 @neg.vjp
+@saves(args=False, out=False)
 def _(ctx, g):
     return (-g,)
 
@@ -243,6 +262,7 @@ def abs(xp, a):
 
 
 @abs.vjp
+@saves(out=False)
 def _(ctx, g):
     (a,) = ctx.args
     return (g * a.sgn(),) if a.is_complex() else (g * a.sign(),)

@@ -11,7 +11,7 @@ from .. import _promotion as P
 from .._registry import TORCH_NAME, compute_dtype, elementwise, op
 from .._tensor import Tensor
 from .arithmetic import abs as abs_op
-from .arithmetic import neg, quiet
+from .arithmetic import neg, quiet, saves
 from .comparison import clamp, where
 
 _HALF = (D.float16, D.bfloat16)
@@ -76,6 +76,7 @@ def exp(xp, a):
 
 
 @exp.vjp
+@saves(args=False)
 def _(ctx, g):
     return (chain(g, ctx.out),)
 
@@ -88,6 +89,7 @@ def exp2(xp, a):
 
 
 @exp2.vjp
+@saves(args=False)
 def _(ctx, g):
     return (chain(g, ctx.out * math.log(2)),)
 
@@ -100,6 +102,7 @@ def expm1(xp, a):
 
 
 @expm1.vjp
+@saves(args=False)
 def _(ctx, g):
     return (chain(g, ctx.out + 1),)
 
@@ -112,6 +115,7 @@ def log(xp, a):
 
 
 @log.vjp
+@saves(out=False)
 def _(ctx, g):
     return (chain(g, ctx.args[0].reciprocal()),)
 
@@ -124,6 +128,7 @@ def log2(xp, a):
 
 
 @log2.vjp
+@saves(out=False)
 def _(ctx, g):
     return (chain(g, (ctx.args[0] * math.log(2)).reciprocal()),)
 
@@ -136,6 +141,7 @@ def log10(xp, a):
 
 
 @log10.vjp
+@saves(out=False)
 def _(ctx, g):
     return (chain(g, (ctx.args[0] * math.log(10)).reciprocal()),)
 
@@ -148,6 +154,7 @@ def log1p(xp, a):
 
 
 @log1p.vjp
+@saves(out=False)
 def _(ctx, g):
     return (chain(g, (ctx.args[0] + 1).reciprocal()),)
 
@@ -161,6 +168,7 @@ def sqrt(xp, a):
 
 
 @sqrt.vjp
+@saves(args=False)
 def _(ctx, g):
     return (chain(g, (ctx.out * 2).reciprocal()),)
 
@@ -173,6 +181,7 @@ def rsqrt(xp, a):
 
 
 @rsqrt.vjp
+@saves(args=False)
 def _(ctx, g):
     y = ctx.out
     return (chain(g, y * y * y * -0.5),)
@@ -186,6 +195,7 @@ def reciprocal(xp, a):
 
 
 @reciprocal.vjp
+@saves(args=False)
 def _(ctx, g):
     y = ctx.out
     return (chain(g, -(y * y)),)
@@ -204,6 +214,7 @@ def square(xp, a):
 
 
 @square.vjp
+@saves(out=False)
 def _(ctx, g):
     return (chain(g, ctx.args[0] * 2),)
 
@@ -217,6 +228,7 @@ def sin(xp, a):
 
 
 @sin.vjp
+@saves(out=False)
 def _(ctx, g):
     return (chain(g, ctx.args[0].cos()),)
 
@@ -229,6 +241,7 @@ def cos(xp, a):
 
 
 @cos.vjp
+@saves(out=False)
 def _(ctx, g):
     return (chain(g, -ctx.args[0].sin()),)
 
@@ -241,6 +254,7 @@ def tan(xp, a):
 
 
 @tan.vjp
+@saves(args=False)
 def _(ctx, g):
     y = ctx.out
     return (chain(g, y * y + 1),)
@@ -254,6 +268,7 @@ def asin(xp, a):
 
 
 @asin.vjp
+@saves(out=False)
 def _(ctx, g):
     x = ctx.args[0]
     return (chain(g, (1 - x * x).rsqrt()),)
@@ -267,6 +282,7 @@ def acos(xp, a):
 
 
 @acos.vjp
+@saves(out=False)
 def _(ctx, g):
     x = ctx.args[0]
     return (chain(g, -(1 - x * x).rsqrt()),)
@@ -280,6 +296,7 @@ def atan(xp, a):
 
 
 @atan.vjp
+@saves(out=False)
 def _(ctx, g):
     x = ctx.args[0]
     return (chain(g, (x * x + 1).reciprocal()),)
@@ -293,6 +310,7 @@ def sinh(xp, a):
 
 
 @sinh.vjp
+@saves(out=False)
 def _(ctx, g):
     return (chain(g, ctx.args[0].cosh()),)
 
@@ -305,6 +323,7 @@ def cosh(xp, a):
 
 
 @cosh.vjp
+@saves(out=False)
 def _(ctx, g):
     return (chain(g, ctx.args[0].sinh()),)
 
@@ -317,6 +336,7 @@ def tanh(xp, a):
 
 
 @tanh.vjp
+@saves(args=False)
 def _(ctx, g):
     y = ctx.out
     if _plain_pair(g, y):  # g * (1 - y*y) in one temporary
@@ -335,6 +355,7 @@ def asinh(xp, a):
 
 
 @asinh.vjp
+@saves(out=False)
 def _(ctx, g):
     x = ctx.args[0]
     return (chain(g, (x * x + 1).rsqrt()),)
@@ -348,6 +369,7 @@ def acosh(xp, a):
 
 
 @acosh.vjp
+@saves(out=False)
 def _(ctx, g):
     x = ctx.args[0]  # complex inputs: the principal branch, as sqrt(x - 1) * sqrt(x + 1)
     return (chain(g, ((x - 1).rsqrt() * (x + 1).rsqrt()) if x.is_complex() else (x * x - 1).rsqrt()),)
@@ -361,6 +383,7 @@ def atanh(xp, a):
 
 
 @atanh.vjp
+@saves(out=False)
 def _(ctx, g):
     x = ctx.args[0]
     return (chain(g, (1 - x * x).reciprocal()),)
@@ -377,6 +400,7 @@ def deg2rad(xp, a):
 
 
 @deg2rad.vjp
+@saves(args=False, out=False)
 def _(ctx, g):
     return (g * (math.pi / 180),)
 
@@ -388,6 +412,7 @@ def rad2deg(xp, a):
 
 
 @rad2deg.vjp
+@saves(args=False, out=False)
 def _(ctx, g):
     return (g * (180 / math.pi),)
 
@@ -413,6 +438,7 @@ def zeros_of(g):
     return g.new_zeros(g.shape)
 
 
+@saves(args=False, out=False)
 def _zero_vjp(ctx, g):
     """Piecewise-constant ops: PyTorch gives zero gradients."""
     return (zeros_of(g),)
@@ -456,6 +482,7 @@ def frac(xp, a):
 
 
 @frac.vjp
+@saves(args=False, out=False)
 def _(ctx, g):
     return (g,)
 
@@ -505,6 +532,7 @@ def positive(xp, input):
 
 
 @positive.vjp
+@saves(args=False, out=False)
 def _(ctx, g):
     return (g,)
 
@@ -579,6 +607,7 @@ def nan_to_num(xp, input, nan=0.0, posinf=None, neginf=None):
 
 
 @nan_to_num.vjp
+@saves(out=False)
 def _(ctx, g):
     return (g * ctx.args[0].isfinite(),)
 
@@ -599,6 +628,7 @@ def relu(xp, a):
 
 
 @relu.vjp
+@saves(args=False)
 def _(ctx, g):
     return (g * ~(ctx.out <= 0),)  # NaN passes the gradient, as PyTorch's
 
@@ -611,8 +641,14 @@ def sigmoid(xp, a):
 
 
 @sigmoid.vjp
+@saves(args=False)
 def _(ctx, g):
     y = ctx.out
+    if _plain_pair(g, y):  # g * y * (1 - y) in one temporary
+        t = _backend.xp_of(y._data).subtract(1, y._data)
+        t *= y._data
+        t *= g._data
+        return (Tensor._wrap(t),)
     return (chain(g, y * (1 - y)),)
 
 
@@ -632,6 +668,7 @@ def hardshrink(xp, input, lambd=0.5):
 
 
 @hardshrink.vjp
+@saves(out=False)
 def _(ctx, g):
     x, lambd = ctx.args[0], ctx.kwargs.get("lambd", ctx.args[1] if len(ctx.args) > 1 else 0.5)
     return (g * ((x < -lambd) | (x > lambd)),)
@@ -653,6 +690,7 @@ def threshold(xp, input, threshold, value):
 
 
 @threshold.vjp
+@saves(out=False)
 def _(ctx, g):
     x, t = ctx.args[0], ctx.args[1]
     return (g * ~(x <= t), None, None)
@@ -682,6 +720,7 @@ def selu(xp, input):
 
 
 @selu.vjp
+@saves(out=False)
 def _(ctx, g):
     return (_elu_grad(g, ctx.args[0], _SELU_ALPHA, _SELU_SCALE, 1.0),)
 
@@ -695,6 +734,7 @@ def celu(xp, input, alpha=1.0):
 
 
 @celu.vjp
+@saves(out=False)
 def _(ctx, g):
     alpha = ctx.kwargs.get("alpha", ctx.args[1] if len(ctx.args) > 1 else 1.0)
     return (_elu_grad(g, ctx.args[0], alpha, 1.0, 1.0 / alpha), None)
@@ -728,6 +768,7 @@ def conj(xp, input):
 
 
 @conj.vjp
+@saves(args=False, out=False)
 def _(ctx, g):
     return (g.conj(),)
 
