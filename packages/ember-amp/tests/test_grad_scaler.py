@@ -180,3 +180,50 @@ def test_growth_stops_at_float32_overflow():
     s.step(opt)
     s.update()
     assert s.get_scale() == 2.0 ** 127 and s._get_growth_tracker() == 0
+
+
+@pytest.mark.parametrize("dtype", [ember.bfloat16, ember.float16, ember.float32, ember.float64])
+def test_unscale_pass_half_and_full_precision_arrays(dtype):
+    # half precision takes the boolean pass, float32/64 the dot-product one; scaled values are rounded
+    # in the array's own dtype; a 2-d, a transposed, an empty and a 0-d array ride along
+    rng = np.random.default_rng(1)
+    np_dtype = ember.zeros(1, dtype=dtype).numpy().dtype
+    shapes = [(7,), (3, 5), (0,), ()]
+    for bad in (None, np.inf, -np.inf, np.nan):
+        arrays = [rng.standard_normal(s).astype(np_dtype) for s in shapes]
+        arrays.append(rng.standard_normal((4, 6)).astype(np_dtype).T)
+        if bad is not None:
+            arrays[1][2, 3] = bad
+        want = [a * np_dtype.type(0.125) for a in arrays]
+        assert unscale_numpy(arrays, 0.125) == (bad is not None)
+        for a, w in zip(arrays, want):
+            np.testing.assert_array_equal(a.astype(np.float64), w.astype(np.float64))  # NaN == NaN in float64
+    assert not unscale_numpy([np.full(3, ember.finfo(dtype).max, np_dtype)], 1.0)
+
+
+def test_mixed_dtypes_found_inf_and_check_match_torch():
+    torch = pytest.importorskip("torch")
+    results = []
+    for lib in (torch, ember):
+        p = lib.nn.Parameter(lib.ones(3, dtype=lib.bfloat16))
+        q = lib.nn.Parameter(lib.ones(2, dtype=lib.float64))
+        r = lib.nn.Parameter(lib.ones(2))  # no gradient: left out
+        opt = lib.optim.SGD([p, q, r], lr=0.1)
+        s = lib.amp.GradScaler("cpu", init_scale=4.0)
+        s.scale(lib.ones(1))
+        p.grad = lib.tensor([4.0, 8.0, float("inf")], dtype=lib.bfloat16)
+        q.grad = lib.tensor([4.0, 2.0], dtype=lib.float64)
+        counters = [t._version for t in (p.grad, q.grad)] if lib is ember else []
+        before = [c[0] for c in counters]
+        s.unscale_(opt)
+        # ember counts the in-place scaling (PyTorch's fused kernel leaves the counters)
+        assert all(c[0] > b for c, b in zip(counters, before))
+        found = s._found_inf_per_device(opt)
+        (dev, f), = found.items()
+        checked = s._check_inf_per_device(opt)
+        assert s.step(opt) is None
+        s.update()
+        results.append((str(dev), f.dtype is lib.float32, f.dim(), f.item(), checked[dev].item(),
+                        p.grad.float().tolist(), q.grad.tolist(), s.get_scale(), s._get_growth_tracker(),
+                        p.float().tolist(), q.tolist()))
+    assert results[0] == results[1]

@@ -263,3 +263,34 @@ def test_float32_training_reduces_loss():
         loss.backward()
         opt.step()
     assert loss.item() < 1e-3 and w.dtype == ember.float32
+
+
+@pytest.mark.parametrize("name,kwargs", [c for c in CASES if c[0] in ("SGD", "Adam", "AdamW")],
+                         ids=[f"{n}-{i}" for i, (n, _) in enumerate(CASES) if n in ("SGD", "Adam", "AdamW")])
+def test_float32_steps_skip_parameters_without_gradient(name, kwargs):
+    # float32 parameters of several shapes (one non-contiguous gradient); the middle parameter gets a gradient
+    # only from step 5 on (its momentum/moments start there); every update is counted on the version counter
+    w, grads = _weights(), _grads(12)
+    runs = []
+    for lib in (ember, torch):
+        params = [lib.nn.Parameter(lib.tensor(a.astype(np.float32))) for a in w]
+        opt = getattr(lib.optim, name)(params, **kwargs)
+        traj, versions = [], []
+        for i, gs in enumerate(grads):
+            for j, (p, g) in enumerate(zip(params, gs)):
+                g32 = lib.tensor(g.astype(np.float32))
+                if g.ndim == 2:
+                    g32 = g32.mT.contiguous().mT  # the same values in column-major layout
+                p.grad = None if (j == 1 and i < 5) else g32
+            before = [p._version if lib is torch else p._version[0] for p in params]
+            opt.step()
+            after = [p._version if lib is torch else p._version[0] for p in params]
+            versions.append([b < a for b, a in zip(before, after)])
+            traj.append([p.detach().numpy().copy() for p in params])
+        runs.append((traj, versions))
+    (et, ev), (tt, tv) = runs
+    assert ev == tv
+    for se, st in zip(et, tt):
+        for x, y in zip(se, st):
+            assert x.dtype == np.float32
+            np.testing.assert_allclose(x, y, rtol=2e-5, atol=2e-6)

@@ -13,6 +13,7 @@ import sys
 import numpy as np
 
 from ember import _dtype as D
+from ember._ops.conversion import _to_copy
 from ember._registry import REGISTRY
 from ember._tensor import Tensor
 
@@ -27,6 +28,7 @@ BCE_MESSAGE = ("torch.nn.functional.binary_cross_entropy and torch.nn.BCELoss ar
                "safe to autocast.")
 _ndarray = np.ndarray
 _F32, _F64 = D.float32, D.float64
+_KEYS = set(POLICY["cpu"]) | set(POLICY["cuda"])  # every name some device's policy covers
 
 
 def device_type(t):
@@ -71,9 +73,9 @@ def _cast(t, dtype, dev, st):
             and t._base is None):
         hit = st.cache.get(id(t))
         if hit is None or hit[0] is not t:
-            hit = st.cache[id(t)] = (t, t.to(dtype))
+            hit = st.cache[id(t)] = (t, _to_copy(t, dtype=dtype))
         return hit[1]
-    return t.to(dtype)
+    return _to_copy(t, dtype=dtype)  # what t.to(dtype) runs, without its argument parsing
 
 
 def _cast_all(a, dtype, dev, st):
@@ -112,9 +114,10 @@ def autocast_arguments(name, args, kwargs, st):
 def autocast_layer(call, call_next):
     """Dispatcher layer (order 100): casts the arguments of eligible calls by the device's policy table."""
     st = STATE
-    if st.excluded or call.mode is not None or not st.on:
+    name = call.op.name
+    if st.excluded or call.mode is not None or not st.on or name not in _KEYS:  # most ops have no policy
         return call_next(call)
-    cast = autocast_arguments(call.op.name, call.args, call.kwargs, st)
+    cast = autocast_arguments(name, call.args, call.kwargs, st)
     if cast is not None:
         call.args, call.kwargs = cast
     return call_next(call)
@@ -148,7 +151,6 @@ def composite(name, fn):
 # module -> prefix of its functions' keys; the functional module's private files are patched too, so that
 # functions calling each other by their module-level names see the wrappers
 COMPOSITE_MODULES = {"ember": "", "ember.linalg": "linalg_", "ember.fft": "fft_", "ember.nn.functional": ""}
-_KEYS = set(POLICY["cpu"]) | set(POLICY["cuda"])
 
 
 def wrap_module(module, prefix):

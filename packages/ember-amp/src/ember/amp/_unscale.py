@@ -46,24 +46,26 @@ def _zeros_for(dtype, size):
 
 
 def unscale_numpy(arrays, inv_scale):
-    """Multiply every array (all of one dtype) by ``inv_scale`` in place; True if any held an inf or NaN."""
-    found = False
+    """Multiply every array (all of one dtype) by ``inv_scale`` in place; True if any held an inf or NaN.
+
+    Each array is checked right before it is scaled, while it is in cache; the checks add up to NaN if
+    any value was not finite (a finite scaled value may still overflow, as in PyTorch's kernel).
+    """
     dtype = arrays[0].dtype
-    inv = dtype.type(inv_scale)
+    inv = np.array(inv_scale, dtype)  # a 0-d array operand costs a ufunc call less than a scalar
     blas = dtype.char in "fd"
     zeros = _zeros_for(dtype, max(a.size for a in arrays)) if blas else None
-    dot, mul, finite = np.dot, np.multiply, math.isfinite
+    mul, isfinite = np.multiply, np.isfinite
+    check = 0.0
     with np.errstate(invalid="ignore", over="ignore"):  # inf * 0 is the point of the check
         for a in arrays:
             if blas and a.flags.c_contiguous:
                 flat = a if a.ndim == 1 else a.reshape(-1)
-                if not found and flat.size:
-                    found = not finite(dot(flat, zeros[:flat.size]))
-                mul(flat, inv, out=flat)
-            else:  # other layouts and dtypes without BLAS: a boolean pass
-                found = found or not bool(np.isfinite(a).all())
-                mul(a, inv, out=a)
-    return found
+                check += flat.dot(zeros[:flat.size])
+            elif not isfinite(a).all():  # other layouts and dtypes without BLAS: a boolean pass
+                check = math.nan
+            mul(a, inv, a)
+    return not math.isfinite(check)
 
 
 def unscale_cupy(arrays, inv_scale, found_inf):

@@ -1,4 +1,5 @@
 """``GradScaler``: loss scaling for mixed-precision training, with PyTorch's API and per-optimizer state machine."""
+import math
 import warnings
 from collections import abc, defaultdict
 from enum import Enum
@@ -13,6 +14,7 @@ from ._unscale import unscale_cupy, unscale_numpy
 
 __all__ = ["GradScaler", "OptState"]
 _CPU = ember.device("cpu")
+_F16 = np.dtype(np.float16)
 
 
 class OptState(Enum):
@@ -41,6 +43,24 @@ def _update_scale_(scale, tracker, found_inf, growth_factor, backoff_factor, gro
         backed = (s.astype(np.float64) * backoff_factor).astype(np.float32)
     s[...] = xp.where(found, backed, xp.where(grow & xp.isfinite(grown), grown, s))
     t[...] = xp.where(found | grow, 0, successful)
+    scale._version[0] += 1
+    tracker._version[0] += 1
+
+
+def _update_scale_host(scale, tracker, found, growth_factor, backoff_factor, growth_interval):
+    """``_update_scale_`` for NumPy scalars, with ``found`` a bool."""
+    s, t = scale._data, tracker._data
+    if found:
+        s[...] = np.float32(float(s) * backoff_factor)
+        t[...] = 0
+    elif t + 1 == growth_interval:
+        with np.errstate(over="ignore"):
+            grown = np.float32(float(s) * growth_factor)
+        if math.isfinite(grown):
+            s[...] = grown
+        t[...] = 0
+    else:
+        t[...] = t + 1
     scale._version[0] += 1
     tracker._version[0] += 1
 
@@ -109,32 +129,37 @@ class GradScaler:
         return apply(outputs)
 
     # ---- unscaling --------------------------------------------------------------------------------
-    def _unscale_grads_(self, optimizer, inv_scale, found_inf, allow_fp16):
-        """Unscale every gradient of ``optimizer`` in place, one pass per device and dtype; {device: found_inf}."""
-        per_key = defaultdict(list)
+    def _unscale_grads_(self, optimizer, inv_scale, allow_fp16):
+        """Multiply every gradient of ``optimizer`` by ``inv_scale`` (a 0-d float32 array on the scale's device)
+        in place, one pass per device and dtype; {device: found_inf, a 0-d float32 tensor}."""
+        per_key = {}  # CPU: numpy dtype; CUDA: (device, dtype) -> the gradients' arrays
         for group in optimizer.param_groups:
             for param in group["params"]:
                 g = param.grad
                 if g is None:
                     continue
-                d = g.dtype
-                if d is D.float16 and not allow_fp16:
+                a = g._data
+                if a.dtype == _F16 and not allow_fp16:
                     raise ValueError("Attempting to unscale FP16 gradients.")
-                per_key[(_CPU if type(g._data) is np.ndarray else g.device, d)].append(g)
+                key = a.dtype if type(a) is np.ndarray else (g.device, a.dtype)
+                arrays = per_key.get(key)
+                if arrays is None:
+                    arrays = per_key[key] = []
+                arrays.append(a)
+                g._version[0] += 1  # the arrays are scaled in place below
         found_per_device = {}
-        inv_host = None
-        for (dev, _), grads in per_key.items():
-            if dev.type == "cpu":
-                if inv_host is None:
-                    inv_host = float(inv_scale.item())
-                hit = unscale_numpy([g._data for g in grads], inv_host)
-                f = found_per_device.get(dev)
-                found_per_device[dev] = ember.tensor(float(hit or (f is not None and f.item() > 0)))
+        cpu_found = None
+        for key, arrays in per_key.items():
+            if type(key) is not tuple:
+                cpu_found = unscale_numpy(arrays, float(inv_scale)) or bool(cpu_found)
             else:
-                f = found_per_device.setdefault(dev, found_inf.to(device=dev, copy=True))
-                unscale_cupy([g._data for g in grads], inv_scale.to(device=dev)._data, f._data)
-            for g in grads:
-                g._version[0] += 1
+                dev = key[0]
+                f = found_per_device.get(dev)
+                if f is None:
+                    f = found_per_device[dev] = ember.zeros((), dtype=D.float32, device=dev)
+                unscale_cupy(arrays, Tensor._wrap(inv_scale).to(device=dev)._data, f._data)
+        if cpu_found is not None:
+            found_per_device[_CPU] = Tensor._wrap(np.array(float(cpu_found), np.float32))
         return found_per_device
 
     def unscale_(self, optimizer):
@@ -150,17 +175,16 @@ class GradScaler:
             raise RuntimeError("unscale_() has already been called on this optimizer since the last update().")
         if state["stage"] is OptState.STEPPED:
             raise RuntimeError("unscale_() is being called after step().")
-        inv_scale = self._scale.double().reciprocal().float()
-        found_inf = ember.zeros((), dtype=D.float32, device=self._scale.device)
-        state["found_inf_per_device"] = self._unscale_grads_(optimizer, inv_scale, found_inf, False)
+        s = self._scale._data  # the reciprocal is taken in float64 and rounded to float32 once
+        inv_scale = (1.0 / s.astype(np.float64)).astype(np.float32)
+        state["found_inf_per_device"] = self._unscale_grads_(optimizer, inv_scale, False)
         state["stage"] = OptState.UNSCALED
 
     def _check_inf_per_device(self, optimizer):
         scale, _ = self._check_scale_growth_tracker("_check_inf_per_device")
-        one = ember.ones((), dtype=D.float32, device=scale.device)
-        found_inf = ember.zeros((), dtype=D.float32, device=scale.device)
+        one = ember.ones((), dtype=D.float32, device=scale.device)._data
         state = self._per_optimizer_states[id(optimizer)]
-        state["found_inf_per_device"] = self._unscale_grads_(optimizer, one, found_inf, True)
+        state["found_inf_per_device"] = self._unscale_grads_(optimizer, one, True)
         return state["found_inf_per_device"]
 
     def _found_inf_per_device(self, optimizer):
@@ -183,7 +207,7 @@ class GradScaler:
         if not state["found_inf_per_device"]:
             raise AssertionError("No inf checks were recorded for this optimizer.")
         retval = None
-        if not sum(v.item() for v in state["found_inf_per_device"].values()):
+        if not sum(float(v._data) for v in state["found_inf_per_device"].values()):
             retval = optimizer.step(*args, **kwargs)
         state["stage"] = OptState.STEPPED
         return retval
@@ -205,14 +229,18 @@ class GradScaler:
                     raise AssertionError(reason)
                 scale.copy_(new_scale.reshape(()))
         else:
-            found = [f.to(device=scale.device) for state in self._per_optimizer_states.values()
-                     for f in state["found_inf_per_device"].values()]
+            found = [f for state in self._per_optimizer_states.values() for f in state["found_inf_per_device"].values()]
             if not found:
                 raise AssertionError("No inf checks were recorded prior to update.")
-            total = found[0]
-            for f in found[1:]:
-                total = total + f
-            _update_scale_(scale, tracker, total, self._growth_factor, self._backoff_factor, self._growth_interval)
+            if type(scale._data) is np.ndarray:  # on the host: no array ops for a handful of scalars
+                _update_scale_host(scale, tracker, any(float(f._data) for f in found), self._growth_factor,
+                                   self._backoff_factor, self._growth_interval)
+            else:
+                total = found[0].to(device=scale.device)
+                for f in found[1:]:
+                    total = total + f.to(device=scale.device)
+                _update_scale_(scale, tracker, total, self._growth_factor, self._backoff_factor,
+                               self._growth_interval)
         self._per_optimizer_states = defaultdict(_fresh_state)
 
     # ---- getters, setters, state --------------------------------------------------------------------

@@ -1,10 +1,13 @@
 """Small pieces the algorithms share: argument checks, state creation, gradient preprocessing."""
+import numpy as np
+
 from ember import _backend
 from ember._tensor import Tensor
 
 from .optimizer import _value, scalar_tensor, zeros_state
 
-__all__ = ["check", "check_betas", "next_step", "grad_of", "scalar_tensor", "zeros_state", "xp", "lr_of", "done"]
+__all__ = ["check", "check_betas", "next_step", "grad_of", "scalar_tensor", "zeros_state", "xp", "lr_of", "done",
+           "operand"]
 
 
 def check(cond, what, value):
@@ -37,6 +40,17 @@ def grad_of(g, p, group, weight_decay=None):
     return g
 
 
+def operand(x, arr, cache):
+    """``x`` as a ufunc operand for ``arr``: on NumPy a 0-d array of its dtype (the same rounding as the Python
+    number, and cheaper per call), cached in ``cache`` by dtype; on CuPy the number itself."""
+    if type(arr) is not np.ndarray:
+        return x
+    a = cache.get(arr.dtype)
+    if a is None:
+        a = cache[arr.dtype] = np.array(x, arr.dtype)
+    return a
+
+
 def xp(arr):
     return _backend.xp_of(arr)
 
@@ -45,6 +59,4 @@ def lr_of(group):
     return _value(group["lr"])
 
 
-def done(p):
-    """Mark an in-place update of ``p`` for autograd's saved-tensor checks."""
-    p._bump()
+done = Tensor._bump  # done(p) marks an in-place update of p for autograd's saved-tensor checks

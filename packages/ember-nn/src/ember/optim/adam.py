@@ -46,21 +46,24 @@ class Adam(Optimizer):
         for group in self.param_groups:
             lr, eps, wd = lr_of(group), group["eps"], group["weight_decay"]
             beta1, beta2 = (_value(b) for b in group["betas"])
-            decoupled = group["decoupled_weight_decay"]
+            decoupled, amsgrad = group["decoupled_weight_decay"], group["amsgrad"]
+            l2 = 0 if decoupled else wd
+            adjust = group["maximize"] or l2
             for p, g in self._grads(group):
                 state = self.state[p]
                 if not state:
                     state["step"] = scalar_tensor(0.0, p)
                     state["exp_avg"], state["exp_avg_sq"] = zeros_state(p), zeros_state(p)
-                    if group["amsgrad"]:
+                    if amsgrad:
                         state["max_exp_avg_sq"] = zeros_state(p)
                 step = next_step(state, p)
                 if decoupled and wd:
                     p._data *= 1 - lr * wd
-                g = grad_of(g, p, group, 0 if decoupled else wd)
+                if adjust:
+                    g = grad_of(g, p, group, l2)
                 m, v = _moments(state, g, beta1, beta2)
                 bc1, bc2 = 1 - beta1 ** step, 1 - beta2 ** step
-                if group["amsgrad"]:
+                if amsgrad:
                     vmax = state["max_exp_avg_sq"]._data
                     xp(v).maximum(vmax, v, out=vmax)
                     v = vmax

@@ -305,12 +305,11 @@ class Optimizer:
     # ---- helpers for the algorithms -----------------------------------------------------------
     @staticmethod
     def _grads(group, sparse_ok=False):
-        """(param, gradient array) for the parameters of ``group`` that have a gradient."""
-        for p in group["params"]:
-            if p.grad is not None:
-                if getattr(p.grad, "is_sparse", False) and not sparse_ok:
-                    raise RuntimeError("this optimizer does not support sparse gradients")
-                yield p, p.grad._data
+        """[(param, gradient array)] for the parameters of ``group`` that have a gradient."""
+        grads = [(p, g) for p in group["params"] if (g := p.grad) is not None]
+        if not sparse_ok and any(g.is_sparse for _, g in grads):
+            raise RuntimeError("this optimizer does not support sparse gradients")
+        return [(p, g._data) for p, g in grads]
 
     @staticmethod
     def _closure_loss(closure):

@@ -1,7 +1,7 @@
 """Stochastic gradient descent with momentum, dampening, Nesterov momentum and weight decay."""
 from ember._tensor import Tensor
 
-from ._common import check, done, grad_of, lr_of
+from ._common import check, done, grad_of, lr_of, operand
 from .optimizer import Optimizer, _value
 
 __all__ = ["SGD"]
@@ -24,21 +24,26 @@ class SGD(Optimizer):
 
     def step(self, closure=None):
         loss = self._closure_loss(closure)
+        state = self.state
         for group in self.param_groups:
-            lr, momentum, dampening = lr_of(group), group["momentum"], group["dampening"]
-            for p, g in self._grads(group):
-                d = grad_of(g, p, group)
+            lr, momentum, dampening, nesterov = lr_of(group), group["momentum"], group["dampening"], group["nesterov"]
+            adjust = group["maximize"] or group["weight_decay"]
+            lrs, moms = {}, {}  # the numbers as operands of each dtype met
+            for p, d in self._grads(group):
+                if adjust:
+                    d = grad_of(d, p, group)
                 if momentum != 0:
-                    state = self.state[p]
-                    buf = state.get("momentum_buffer")
+                    s = state[p]
+                    buf = s.get("momentum_buffer")
                     if buf is None:
-                        buf = state["momentum_buffer"] = Tensor._wrap(d.copy())
+                        b = d.copy()
+                        s["momentum_buffer"] = Tensor._wrap(b)
                     else:
                         b = buf._data
-                        b *= momentum
+                        b *= operand(momentum, b, moms)
                         b += d if dampening == 0 else (1 - dampening) * d
-                    d = d + momentum * buf._data if group["nesterov"] else buf._data
+                    d = d + momentum * b if nesterov else b
                 if lr:
-                    p._data -= lr * d if lr != 1 else d
+                    p._data -= operand(lr, d, lrs) * d if lr != 1 else d
                 done(p)
         return loss
