@@ -1,7 +1,10 @@
 """Op table lines of the torch-namespace losses and nn helpers, window functions, STFT and the
 miscellaneous torch functions."""
 import numpy as np
+import torch
 from optable import DT, FLOATS, NC, Line, T, fn, meth, values
+
+from ember._registry import REGISTRY
 
 F64 = ("float32", "float64")
 NUM = FLOATS + ("int64",)
@@ -262,6 +265,87 @@ def _exact(dtype, rng):
     return _v(dtype, rng) if dtype in F64 else (lambda *s: rng.integers(-2, 3, s).astype(np.float64))
 
 
+def softmax_nll_call(m, *a, **k):
+    """ember's fused cross entropy of class indices against torch's cross_entropy_loss."""
+    if m is torch:
+        return torch._C._nn.cross_entropy_loss(*a, **k)
+    return REGISTRY["_softmax_nll"].fn(*a, **k)
+
+
+softmax_nll_call.direct = True
+
+
+def softmax_nlls(dtype, rng):
+    v = _v(dtype, rng)
+    x, t, w = v(6, 5), T(np.array([0, 4, 2, 2, 1, 3]), "int64"), np.abs(v(5))
+    special = v(3, 4)
+    if dtype != "int64":
+        special[0, 1], special[1, 2] = np.nan, np.inf
+    return [((x, t), {}), ((x, t, w), {}), ((x, t, None, 2), {}), ((x, t, w, 0), {}), ((x, t, None, 1, 2), {}),
+            ((x, t, w, 1, 2), {}), ((NC(v(6, 5)), t), {}), ((v(0, 5), T(np.zeros(0, np.int64), "int64")), {}),
+            ((special, T(np.array([1, 0, 3]), "int64"), None, 0), {}),
+            ((x, T(np.array([0, 5, 2, 2, 1, 3]), "int64")), {}), ((x, T(np.array([0, -1, 2, 2, 1, 3]), "int64")), {}),
+            ((x, t, T(np.ones(5), "float64" if dtype != "float64" else "float32")), {})]
+
+
+def _torch_lstm_layer(x, h0, c0, w_ih, w_hh, b_ih=None, b_hh=None):
+    """torch's LSTM layer (outputs, h_T, c_T), with the gates and cell states of a step loop of torch ops."""
+    biases = [b if b is not None else w_ih.new_zeros(w_ih.shape[:1]) for b in (b_ih, b_hh)]
+    out, h_n, c_n = torch.lstm(x, (h0[None], c0[None]), [w_ih, w_hh] + biases, True, 1, 0.0, False, False, False)
+    up = (lambda a: a.detach().float()) if x.dtype in (torch.float16, torch.bfloat16) else torch.Tensor.detach
+    h, c, gates, cells = up(h0), up(c0), [], []  # (half precision computed in float32, as ember does)
+    with torch.no_grad():
+        for t in range(x.shape[0]):
+            i, f, g, o = (up(x[t]) @ up(w_ih).T + h @ up(w_hh).T + up(biases[0]) + up(biases[1])).chunk(4, -1)
+            gates.append(torch.cat([i.sigmoid(), f.sigmoid(), g.tanh(), o.sigmoid()], -1))
+            c = f.sigmoid() * c + i.sigmoid() * g.tanh()
+            h = o.sigmoid() * c.tanh()
+            cells.append(c)
+    empty = x.new_zeros((0,) + c0.shape)
+    return (out, h_n[0], c_n[0], torch.stack(gates).to(x.dtype) if gates else empty.repeat(1, 1, 4),
+            torch.stack(cells).to(x.dtype) if cells else empty)
+
+
+def lstm_layer_call(m, *a, **k):
+    if m is torch:
+        return _torch_lstm_layer(*a, **k)
+    return REGISTRY["_lstm_layer"].fn(*a, **k)
+
+
+lstm_layer_call.direct = True
+
+
+def lstm_backward_call(m, x, h0, c0, w_ih, w_hh, b_ih, b_hh, g_out, g_h, g_c):
+    """Gradients of (x, h0, c0, w_ih, w_hh, b_ih + b_hh): torch.autograd on torch's layer, ember's backward op."""
+    if m is torch:
+        leaves = [a.detach().requires_grad_() for a in (x, h0, c0, w_ih, w_hh, b_ih)]
+        out = _torch_lstm_layer(*leaves, b_hh)[:3]
+        return m.autograd.grad(out, leaves, [g_out, g_h, g_c])
+    out, _, _, gates, cells = REGISTRY["_lstm_layer"].fn(x, h0, c0, w_ih, w_hh, b_ih, b_hh)
+    return REGISTRY["_lstm_layer_backward"].fn(x, h0, c0, w_ih, w_hh, b_ih + b_hh, out, g_out, g_h, g_c, gates,
+                                               cells)
+
+
+def lstm_layers(dtype, rng):
+    v = _v(dtype, rng)
+    T_, B, F, H = 4, 3, 5, 2
+    w = [v(4 * H, F), v(4 * H, H), v(4 * H), v(4 * H)]
+    return [((v(T_, B, F), v(B, H), v(B, H), *w), {}), ((v(T_, B, F), v(B, H), v(B, H), *w[:2]), {}),
+            ((NC(v(T_, B, F)), v(B, H), v(B, H), w[0], w[1], None, w[3]), {}),
+            ((v(1, B, F), v(B, H), v(B, H), *w), {}), ((v(T_, 0, F), v(0, H), v(0, H), *w), {}),
+            ((v(0, B, F), v(B, H), v(B, H), *w), {}),
+            ((v(T_, B, F), v(B, H), v(B, H), T(values("float64" if dtype != "float64" else "float32", (4 * H, F),
+                                                        rng), "float64" if dtype != "float64" else "float32"),
+              *w[1:]), {})]
+
+
+def lstm_backwards(dtype, rng):
+    v = _v(dtype, rng)
+    T_, B, F, H = 4, 3, 5, 2
+    return [((v(T_, B, F), v(B, H), v(B, H), v(4 * H, F), v(4 * H, H), v(4 * H), v(4 * H), v(T_, B, H), v(B, H),
+              v(B, H)), {})]
+
+
 def bilinears(dtype, rng):
     v = _exact(dtype, rng)
     return [((v(2, 3), v(2, 4), v(5, 3, 4), v(5)), {}), ((v(2, 6, 3), v(2, 6, 4), v(5, 3, 4)), {}),
@@ -319,6 +403,9 @@ LINES += [
     Line("rnn_relu_cell", fn("rnn_relu_cell"), cells(1), dtypes=FLOATS),
     Line("gru_cell", fn("gru_cell"), cells(3), dtypes=FLOATS),
     Line("lstm_cell", fn("lstm_cell"), cells(4, pair=True), dtypes=FLOATS),
+    Line("_softmax_nll", softmax_nll_call, softmax_nlls, dtypes=NUM),
+    Line("_lstm_layer", lstm_layer_call, lstm_layers, dtypes=FLOATS),
+    Line("_lstm_layer_backward", lstm_backward_call, lstm_backwards, dtypes=F64),
     Line("bilinear", fn("bilinear"), bilinears, dtypes=FLOATS),
     Line("pdist", fn("pdist"), pdists, dtypes=NUM),
     Line("pdist", fn("pdist"), lambda d, r: [((values(d, (0, 3), r),), {})], dtypes=NUM, grad=False),  # torch's

@@ -300,6 +300,15 @@ LINES += [
 ]
 
 
+def linears(dtype, rng):
+    v = _v(dtype, rng, exact=True)
+    x, w, b = v(5, 4), v(3, 4), v(3)
+    return [((x, w, b), {}), ((x, w), {}), ((v(2, 5, 4), w, b), {}), ((v(4), w, b), {}), ((v(0, 4), w, b), {}),
+            ((NC(v(5, 4)), NC(v(3, 4)), b), {}), ((x, w, v(1)), {}), ((x, w, v()), {}), ((x, w), {"bias": b}),
+            ((x, v(3, 5)), {}), ((x, w, v(4)), {}), ((x, T(values("float64", (3, 4), rng), "float64")), {}),
+            ((x, w, T(values("float64", (3,), rng), "float64")), {})]
+
+
 # ---- dropout, embedding, shuffles, distances --------------------------------------------------------
 def dropouts(dtype, rng):
     a = values(dtype, (4, 3, 2), rng)
@@ -357,6 +366,7 @@ LINES += [Line(name + " (training)", dropout_shapes(name), lambda d, r: [((value
                dtypes=FLOATS, values=False)
           for name in ("dropout", "alpha_dropout", "feature_dropout", "feature_alpha_dropout", "native_dropout")]
 LINES += [
+    Line("linear", nnf("linear"), linears, dtypes=ALL),
     Line("native_dropout", fn("native_dropout"), lambda d, r: dropouts(d, r)[:4], dtypes=FLOATS),
     Line("embedding", fn("embedding"), embeddings, dtypes=FLOATS + ("int64",)),
     Line("pixel_shuffle", fn("pixel_shuffle"), pixel_shuffles, dtypes=ALL),

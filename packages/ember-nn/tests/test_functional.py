@@ -349,3 +349,16 @@ def test_inplace_activations_write_into_input():
     z = ember.tensor([-3.0, 7.0])
     F.hardtanh_(z, -2.0, 2.0)
     assert z.tolist() == [-2.0, 2.0]
+
+
+@pytest.mark.parametrize("needs", [(False, True, True), (True, False, False), (True, True, False)])
+def test_linear_computes_only_the_gradients_wanted(needs):
+    """linear's one graph node skips the gradients nobody needs (a first layer's data, a frozen weight) and
+    gives the others as torch does, for 3-D and 1-D inputs."""
+    for shape in ((2, 5, 3), (3,)):
+        tx, tw, tb = (r(*s, grad=n) for s, n in zip((shape, (4, 3), (4,)), needs))
+        ex, ew, eb = to_ember(tx), to_ember(tw), to_ember(tb)
+        t_out, e_out = TF.linear(tx, tw, tb), F.linear(ex, ew, eb)
+        assert_same(e_out, t_out)
+        check_grads(e_out, t_out, [ex, ew, eb], [tx, tw, tb])
+        assert [v.grad is None for v in (ex, ew, eb)] == [not n for n in needs]

@@ -130,3 +130,51 @@ def test_multilayer_dropout_only_in_training():
     a = gru(x)[0]
     ember.manual_seed(1)
     assert a.tolist() != gru(x)[0].tolist()
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"num_layers": 3, "bidirectional": True, "dropout": 0.0},
+                                    {"batch_first": True, "bias": False}, {"bidirectional": True, "batch_first": True}])
+@pytest.mark.parametrize("data_grad", [True, False])
+def test_lstm_layer_op_matches_torch(kwargs, data_grad):
+    """The whole-layer LSTM op: outputs and the gradients arriving through output, h_n and c_n, also when the
+    data needs no gradient (the op then skips the input's); an empty sequence is an error."""
+    t, e = pair("LSTM", kwargs)
+    x = torch.randn(4, 7, 4, dtype=D, requires_grad=data_grad)
+    hx = initial_state(t, 4 if kwargs.get("batch_first") else 7, "LSTM")
+    e_x, e_hx = to_ember(x), to_ember(hx)
+    t_out, e_out = t(x, hx), e(e_x, e_hx)
+    assert_same(e_out, t_out)
+    cots = [torch.randn(o.shape, dtype=D) for o in (t_out[0], *t_out[1])]
+    t_leaves, e_leaves = [x] * data_grad + list(hx) + list(t.parameters()), [e_x] * data_grad + list(e_hx) + \
+        list(e.parameters())
+    t_grads = torch.autograd.grad([t_out[0], *t_out[1]], t_leaves, cots)
+    ember.autograd.backward([e_out[0], *e_out[1]], [to_ember(c) for c in cots])
+    for eg, tg in zip([v.grad for v in e_leaves], t_grads):
+        assert_same(eg, tg)
+    assert data_grad or e_x.grad is None
+    empty = torch.zeros((0, 7, 4) if not kwargs.get("batch_first") else (4, 0, 4), dtype=D)
+    with pytest.raises(RuntimeError, match="sequence length"):
+        t(empty, hx)
+    with pytest.raises(RuntimeError, match="sequence length"):
+        e(to_ember(empty), e_hx)
+
+
+def test_lstm_layer_op_float32_and_double_backward():
+    torch.manual_seed(0)
+    t = torch.nn.LSTM(6, 8, num_layers=2)
+    e = nn.LSTM(6, 8, num_layers=2)
+    e.load_state_dict(to_ember(dict(t.state_dict())))
+    x = torch.randn(9, 3, 6)
+    assert_same(e(to_ember(x)), t(x), rtol=1e-5, atol=1e-6)
+    t(x)[0].sum().backward()
+    e(to_ember(x))[0].sum().backward()
+    for ep, tp in zip(e.parameters(), t.parameters()):
+        assert_same(ep.grad, tp.grad, rtol=1e-4, atol=1e-5)
+    # create_graph: the backward is built from differentiable ops, so a gradient of a gradient matches torch's
+    t, e = pair("LSTM", {"bidirectional": True})
+    x = torch.randn(3, 2, 4, dtype=D, requires_grad=True)
+    e_x = to_ember(x)
+    tg = torch.autograd.grad((t(x)[0] ** 2).sum(), t.weight_hh_l0, create_graph=True)[0]
+    eg = ember.autograd.grad((e(e_x)[0] ** 2).sum(), e.weight_hh_l0, create_graph=True)[0]
+    assert_same(eg, tg)
+    assert_same(ember.autograd.grad((eg ** 2).sum(), e_x)[0], torch.autograd.grad((tg ** 2).sum(), x)[0])

@@ -102,6 +102,47 @@ def _(ctx, g):
     return grads(ctx, o, input=gx.sum_to_size(x.shape), target=gt.sum_to_size(t.shape))
 
 
+# ---- cross entropy of class indices --------------------------------------------------------------
+@op("_softmax_nll", method=False, function=False)
+def _softmax_nll(xp, input, target, weight=None, reduction=0, ignore_index=-100):
+    """Cross entropy of (N, C) logits against class indices (N,) in one pass: log-softmax over dim 1 and the
+    negative log-likelihood of each target class, times its class ``weight``; rows whose target is
+    ``ignore_index`` count zero, and the mean divides by the summed weights."""
+    reduction = _reduction("cross_entropy_loss", reduction)
+    if input.dtype.kind not in "fV":
+        raise NotImplementedError(f"\"log_softmax_lastdim_kernel_impl\" not implemented for '{tname(input)}'")
+    if weight is not None and weight.dtype != input.dtype:
+        raise RuntimeError(f"expected scalar type {tname(input)} but found {tname(weight)}")
+    x = up(input)
+    keep = target != ignore_index
+    safe = xp.where(keep, target, 0)
+    C = x.shape[1]
+    if safe.size and (safe.min() < 0 or safe.max() >= C):
+        raise IndexError(f"Target {int(safe[(safe < 0) | (safe >= C)][0])} is out of bounds.")
+    m = x.max(1, keepdims=True)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        lse = xp.log(xp.exp(x - m).sum(1)) + m[:, 0]
+        w = up(weight)[safe] * keep if weight is not None else keep.astype(x.dtype)
+        loss = (lse - xp.take_along_axis(x, safe[:, None], 1)[:, 0]) * w
+        if reduction == 1:
+            loss = loss.sum() / w.sum()
+        elif reduction == 2:
+            loss = loss.sum()
+    return loss.astype(input.dtype, copy=False)
+
+
+@_softmax_nll.vjp
+def _(ctx, g):
+    a = bound(ctx, _softmax_nll)
+    x, t, weight = a["input"], a["target"], a["weight"]
+    keep = t != a["ignore_index"]
+    safe = where(keep, t, 0)
+    w = weight[safe] * keep if weight is not None else keep.to(x.dtype)
+    scale = w * (g / w.sum() if a["reduction"] == 1 else g)
+    onehot = x.new_zeros(x.shape).scatter(1, safe.unsqueeze(1), 1.0)
+    return grads(ctx, _softmax_nll, input=(x.softmax(1) - onehot) * scale.unsqueeze(1))
+
+
 # ---- Kullback-Leibler divergence ----------------------------------------------------------------
 @op("kl_div", method=False)
 @quiet

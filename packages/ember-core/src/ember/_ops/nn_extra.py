@@ -10,6 +10,7 @@ from .. import _factory
 from .._registry import REGISTRY, op
 from .activation import bound, grads, tname, up
 from .comparison import where
+from .nn_misc import wanted
 
 
 # ---- recurrent cells -----------------------------------------------------------------------------
@@ -138,6 +139,138 @@ def _(ctx, g):
     dr = dn * hn * r * (1 - r)
     dz = g * (h - n) * z * (1 - z)
     return _linear_grads(ctx, gru_cell, a, _cat([dr, dz, dn]), _cat([dr, dz, dn * r]), lambda gh_: gh_ + g * z)
+
+
+# ---- a whole LSTM layer ----------------------------------------------------------------------------
+def _lstm_check(input, state, weights):
+    if input.ndim != 3 or any(a.ndim != 2 for a in state):
+        raise RuntimeError(f"_lstm_layer: expected a 3-D input and 2-D states, got {input.ndim}-D and "
+                           f"{[a.ndim for a in state]}-D")
+    for a in state + weights:
+        if a is not None and a.dtype != input.dtype:
+            raise RuntimeError(f"expected scalar type {tname(input)} but found {tname(a)}")
+    if input.dtype.kind not in "fV":
+        raise RuntimeError(f"\"addmm_impl_cpu_\" not implemented for '{tname(input)}'")
+    if input.shape[0] == 0:
+        raise RuntimeError("Expected sequence length to be larger than 0 in RNN")
+
+
+def _sigmoid_(xp, z):
+    """Sigmoid in place (an overflowing exp gives the right 0)."""
+    with np.errstate(over="ignore"):
+        xp.negative(z, out=z)
+        xp.exp(z, out=z)
+    z += 1
+    xp.reciprocal(z, out=z)
+
+
+@op("_lstm_layer", method=False, function=False)
+def _lstm_layer(xp, input, h0, c0, w_ih, w_hh, b_ih=None, b_hh=None):
+    """One LSTM layer over a time-major sequence ``input`` (T > 0, B, F) from the state (h0, c0) (B, H); returns
+    (outputs (T, B, H), h_T, c_T) and, for the backward pass, the gates (T, B, 4H) and cell states (T, B, H). The
+    input's part of every step's gates is one product before the time loop; each step adds one product of the
+    hidden state and applies the gates in place."""
+    _lstm_check(input, [h0, c0], [w_ih, w_hh, b_ih, b_hh])
+    (T, B, F), H = input.shape, w_hh.shape[1]
+    z = xp.matmul(up(input).reshape(T * B, F), up(w_ih).T).reshape(T, B, 4 * H)
+    for b in (b_ih, b_hh):
+        if b is not None:
+            z += up(b)
+    wh = xp.ascontiguousarray(up(w_hh))  # row-major (4H, H): the step product W_hh h^T (4H rows) runs faster
+    # in BLAS than h W_hh^T (B rows), measured 15% with OpenBLAS
+    out, cells, ig = xp.empty((T, B, H), z.dtype), xp.empty((T, B, H), z.dtype), xp.empty((B, H), z.dtype)
+    h, c = up(h0), up(c0)
+    for t in range(T):
+        zt = z[t]
+        zt += (wh @ h.T).T
+        _sigmoid_(xp, zt[:, :2 * H])
+        _sigmoid_(xp, zt[:, 3 * H:])
+        xp.tanh(zt[:, 2 * H:3 * H], out=zt[:, 2 * H:3 * H])
+        c = xp.multiply(zt[:, H:2 * H], c, out=cells[t])
+        c += xp.multiply(zt[:, :H], zt[:, 2 * H:3 * H], out=ig)
+        h = xp.tanh(c, out=out[t])
+        h *= zt[:, 3 * H:]
+    dt = input.dtype  # (h and c are views of out and cells: copied, so that no two outputs share memory)
+    return out.astype(dt, copy=False), h.astype(dt), c.astype(dt), z.astype(dt, copy=False), \
+        cells.astype(dt, copy=False)
+
+
+_lstm_layer.constant_outputs = lambda args, kwargs: (3, 4)  # the gates and cell states carry no gradient
+
+
+def _array_fns(xp):
+    """What _lstm_bptt needs, on arrays (the backward op, which always has the forward's gates) ..."""
+    return types.SimpleNamespace(cat=lambda a, d: xp.concatenate(a, d), stack=xp.stack, tanh=xp.tanh)
+
+
+# ... and on tensors (a differentiable backward, for create_graph)
+_TENSOR_FNS = types.SimpleNamespace(cat=lambda a, d: REGISTRY["cat"].fn(a, d), stack=lambda a: REGISTRY["stack"].fn(a),
+                                    tanh=lambda z: z.tanh(), sigmoid=lambda z: z.sigmoid())
+
+
+def _lstm_bptt(m, x, h0, c0, w_ih, w_hh, bias, out, g_out, g_h, g_c, gates=None, cells=None, dx=True):
+    """Backpropagation through time of _lstm_layer on arrays or tensors (``m`` has the functions). Without the
+    forward's gates and cell states they are recomputed from the outputs (two products over all steps and the
+    cell recurrence); only the hidden state's gradient loops over time. ``dx=False`` skips the input's gradient
+    (a first layer's data needs none)."""
+    (T, B, F), H = x.shape, w_hh.shape[1]
+    h_prev = m.cat([h0.reshape(1, B, H), out[:T - 1]], 0).reshape(T * B, H)
+    x2 = x.reshape(T * B, F)
+    if gates is None:
+        z = (x2 @ w_ih.T + h_prev @ w_hh.T).reshape(T, B, 4 * H)
+        z = z + bias if bias is not None else z
+        gates = m.cat([m.sigmoid(z[..., :2 * H]), m.tanh(z[..., 2 * H:3 * H]), m.sigmoid(z[..., 3 * H:])], -1)
+    i, f, g, o = gates[..., :H], gates[..., H:2 * H], gates[..., 2 * H:3 * H], gates[..., 3 * H:]
+    if cells is None:
+        cs, c = [], c0
+        for t in range(T):
+            c = f[t] * c + i[t] * g[t]
+            cs.append(c)
+        cells = m.stack(cs)
+    tc = m.tanh(cells)
+    # per-step factors that do not depend on the incoming gradients
+    c_prev = m.cat([c0.reshape(1, B, H), cells[:T - 1]], 0)
+    a_c, d_o = o * (1 - tc * tc), tc * o * (1 - o)
+    d_i, d_g, d_f = g * i * (1 - i), i * (1 - g * g), c_prev * f * (1 - f)
+    dh, dc, dzs = g_h, g_c, [None] * T
+    for t in range(T - 1, -1, -1):
+        dh = g_out[t] + dh
+        dc = dc + dh * a_c[t]
+        dz = dzs[t] = m.cat([dc * d_i[t], dc * d_f[t], dc * d_g[t], dh * d_o[t]], -1)
+        dh, dc = dz @ w_hh, dc * f[t]
+    dz = m.stack(dzs).reshape(T * B, 4 * H)
+    return (dz @ w_ih).reshape(T, B, F) if dx else None, dh, dc, dz.T @ x2, dz.T @ h_prev, dz.sum(0)
+
+
+@op("_lstm_layer_backward", method=False, function=False, differentiable=False)
+def _lstm_layer_backward(xp, input, h0, c0, w_ih, w_hh, bias, out, g_out, g_h, g_c, gates, cells, dx=True):
+    """Gradients of _lstm_layer's (input (unless not ``dx``), h0, c0, w_ih, w_hh, bias) from its inputs, ``bias``
+    (b_ih + b_hh or None), its outputs (sequence, gates, cell states) and the gradients of its three
+    differentiable outputs."""
+    _lstm_check(input, [h0, c0], [w_ih, w_hh, bias])
+    a = [up(v) if v is not None else None for v in (input, h0, c0, w_ih, w_hh, bias, out, g_out, g_h, g_c,
+                                                    gates, cells)]
+    return tuple(r.astype(input.dtype, copy=False) if r is not None else None
+                 for r in _lstm_bptt(_array_fns(xp), *a, dx=dx))
+
+
+@_lstm_layer.vjp
+def _(ctx, g_out, g_h, g_c, *_):
+    a = bound(ctx, _lstm_layer)
+    x, h0, c0, w_ih, w_hh, b_ih, b_hh = a.values()
+    out, _, _, gates, cells = ctx.out
+    g_out = g_out if g_out is not None else out.new_zeros(out.shape)
+    g_h, g_c = (g if g is not None else h0.new_zeros(h0.shape) for g in (g_h, g_c))
+    bias = b_ih if b_hh is None else b_hh if b_ih is None else b_ih + b_hh
+    operands = (x, h0, c0, w_ih, w_hh, bias, out, g_out, g_h, g_c)
+    # a graph of the backward (create_graph) needs it in ember ops; otherwise one op on arrays
+    if any(t is not None and t.requires_grad for t in operands):
+        r = _lstm_bptt(_TENSOR_FNS, *operands)
+    else:
+        r = _lstm_layer_backward(*operands, gates, cells, wanted(ctx)[0])
+    db = r[5] if bias is not None else None
+    return grads(ctx, _lstm_layer, input=r[0], h0=r[1], c0=r[2], w_ih=r[3], w_hh=r[4],
+                 b_ih=db if b_ih is not None else None, b_hh=db if b_hh is not None else None)
 
 
 # ---- bilinear, pdist ------------------------------------------------------------------------------

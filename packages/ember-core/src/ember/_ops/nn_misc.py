@@ -1,5 +1,6 @@
-"""Dropout (plain, alpha, per-feature; masks from ember's generator), embedding lookup, pixel and channel
-shuffles, cosine similarity and pairwise distance."""
+"""The linear layer's product (one graph node computing only the gradients wanted), dropout (plain, alpha,
+per-feature; masks from ember's generator), embedding lookup, pixel and channel shuffles, cosine similarity and
+pairwise distance."""
 import numpy as np
 
 from .. import _dtype as D
@@ -8,8 +9,38 @@ from .._random import _draws_for
 from .._registry import op
 from .activation import bound, grads, tname, up
 from .comparison import where
+from .linalg import _add_scaled, _check_matmul, _mm, _rounded
 
 _ALPHA = 1.7580993408473766  # the SELU negative saturation value, -scale * alpha
+
+
+def wanted(ctx):
+    """Which positional arguments of the call a VJP differentiates need a gradient (the engine's
+    ``needs_input_grad``; a context without it, as the op table builds, wants them all)."""
+    return getattr(ctx, "needs_input_grad", None) or (True,) * len(ctx.args)
+
+
+# ---- linear --------------------------------------------------------------------------------------
+@op("linear", method=False, function=False)
+def linear(xp, input, weight, bias=None):
+    """``input @ weight^T + bias`` over the last dim of ``input`` (at least 1-D; ``weight`` 2-D, ``bias`` at
+    most 1-D): one product, with the bias added into it."""
+    x = input.reshape(-1, input.shape[-1])
+    _check_matmul(x, weight.T)
+    prod = _mm(xp, x, weight.T)  # the transposed weight is a BLAS operand as it stands: no copy
+    r = _rounded(prod, input.dtype) if bias is None else _add_scaled(xp, "addmm", bias, prod, input.dtype, 1, 1)
+    return r.reshape(input.shape[:-1] + weight.shape[:1])
+
+
+@linear.vjp
+def _(ctx, g):
+    input, weight, bias = (list(ctx.args) + [ctx.kwargs.get("bias")])[:3]
+    want = wanted(ctx)
+    g2 = g.reshape(-1, weight.shape[0])
+    # the weight's gradient is made in its own (out, in) layout; the input's only when wanted (not for data)
+    gi = (g2 @ weight).reshape(input.shape) if want[0] else None
+    gw = g2.mT @ input.reshape(-1, weight.shape[1]) if want[1] else None
+    return gi, gw, g2.sum(0) if bias is not None else None
 
 
 # ---- dropout -------------------------------------------------------------------------------------

@@ -26,8 +26,8 @@ __all__ = ["linear", "bilinear", "conv1d", "conv2d", "conv3d", "conv_transpose1d
 # ---- linear and convolution ---------------------------------------------------------------------
 def linear(input, weight, bias=None):
     """``input @ weight.T + bias``."""
-    if bias is not None and input.dim() == 2 and weight.dim() == 2:
-        return ember.addmm(bias, input, weight.t())  # one op and graph node: product and bias in one pass
+    if weight.dim() == 2 and input.dim() and (bias is None or bias.dim() <= 1):
+        return core("linear")(input, weight, bias)  # one graph node, computing only the gradients wanted
     out = input.matmul(weight.t())
     return out if bias is None else out + bias
 

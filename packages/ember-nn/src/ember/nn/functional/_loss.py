@@ -86,9 +86,12 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     if not 0.0 <= label_smoothing <= 1.0:
         raise RuntimeError(f"label_smoothing must be between 0.0 and 1.0. Got: {label_smoothing}")
     cdim = 1 if input.dim() > 1 else 0
-    logp = input.log_softmax(cdim)
     C = input.shape[cdim] if input.dim() else 1
     _class_weight(weight, C)
+    if input.dim() == 2 and target.dim() == 1 and label_smoothing == 0 and input.numel():
+        x, t = _class_view(input, target)  # (checks shapes and dtypes)
+        return core("_softmax_nll")(x, t, weight, _ENUM[reduction], ignore_index)  # one pass, one graph node
+    logp = input.log_softmax(cdim)
     wshape = [1] * input.dim()
     if input.dim():
         wshape[cdim] = C

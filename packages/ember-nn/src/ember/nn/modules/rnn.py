@@ -1,5 +1,6 @@
 """Recurrent layers: RNN, LSTM, GRU (multi-layer, bidirectional, batch_first, packed sequences) and their cells.
-Each time step is ember-core's cell op (vectorised over the batch); only the steps loop, over time."""
+An LSTM layer without projection or packed lengths is ember-core's ``_lstm_layer`` op (the whole sequence in
+one graph node); otherwise each time step is ember-core's cell op (vectorised over the batch), looping over time."""
 import math
 import numbers
 import warnings
@@ -132,6 +133,9 @@ class RNNBase(Module):
         """Run one layer in one direction over time-major ``x`` (T, B, F); returns outputs (T, B, H) and the
         final state. With ``lengths``, steps past each sequence's end leave its state unchanged."""
         w_ih, w_hh, b_ih, b_hh, w_hr = self._layer_weights(layer, direction)
+        if self.mode == "LSTM" and w_hr is None and lengths is None:  # the whole layer in one op
+            out, h, c, _, _ = core("_lstm_layer")(x.flip(0) if direction else x, *state, w_ih, w_hh, b_ih, b_hh)
+            return (out.flip(0) if direction else out), (h, c)
         if direction and reverse_index is not None:
             x = x.gather(0, reverse_index.expand(-1, -1, x.shape[2]))
         elif direction:
@@ -187,6 +191,8 @@ class RNNBase(Module):
         if hx is not None and not batched:
             hx = tuple(h.unsqueeze(1) for h in hx) if is_lstm else hx.unsqueeze(1)
         T, B = x.shape[0], x.shape[1]
+        if T == 0:
+            raise RuntimeError("Expected sequence length to be larger than 0 in RNN")
         if hx is None:
             h0 = x.new_zeros(self._expected_hidden(B))
             hx = (h0, x.new_zeros(self._expected_hidden(B, cell=True))) if is_lstm else h0
