@@ -30,6 +30,7 @@ from . import _backend
 from . import _dtype as D
 from . import _promotion as P
 from ._dispatch import FORCED, Call, run_layers
+from ._halfcast import narrow, widen
 from ._tensor import Tensor
 
 REGISTRY = {}
@@ -231,7 +232,7 @@ def elementwise_impl(call):
         P.check_inplace_broadcast(target._data.shape, shape)
     cnp = cdt.np
     if p in _HALF and cdt is D.float32:  # PyTorch rounds every operand to the half type before computing in float32
-        arrays = [(x._data if x._data.dtype == p.np else x._data.astype(p.np)).astype(cnp)
+        arrays = [widen(x._data if x._data.dtype == p.np else x._data.astype(p.np))
                   if isinstance(x, Tensor) else _scalar_as(_scalar_as(x, p, xp), cdt, xp) for x in operands]
     else:
         arrays = [x._data.astype(cnp, copy=False) if isinstance(x, Tensor) else _scalar_as(x, cdt, xp)
@@ -240,7 +241,7 @@ def elementwise_impl(call):
     if type(r) is not ndarray:
         r = xp.asarray(r)
     if r.dtype != rdt.np:
-        r = r.astype(rdt.np)
+        r = narrow(r, rdt.np)
     if mode == "inplace":
         return write_into(operands[0], r)
     if mode == "out":

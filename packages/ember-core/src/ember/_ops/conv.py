@@ -1,10 +1,12 @@
 """Convolutions over 1 to 3 spatial dims (strided, padded, dilated, grouped) and their transposes.
 
 A convolution copies the windows of its (padded) input once (im2col: a strided view made contiguous on
-NumPy, a kernel on CuPy) as (batch, group, channels x kernel offsets, output positions) and multiplies the
-weight into them in ONE batched matmul whose result is already the (batch, channels, *spatial) output. A
-transposed convolution multiplies first (straight into batch-major columns) and then adds the columns into
-the output, one strided slice per kernel offset (col2im). Gradients are convolutions again: of the input, a transposed
+NumPy, a kernel on CuPy) and multiplies the weight into them: as (batch, group, channels x kernel offsets,
+output positions) columns, whose batched product is already the (batch, channels, *spatial) output; or, when
+windows are longer than the output is large (the weight gradient's shapes), with the output positions as the
+rows of one product. A transposed convolution multiplies first and then adds the columns into the output,
+one slice per kernel offset (col2im; with stride 1, one contiguous run per plane of the flattened output).
+Gradients are convolutions again, computed only for the arguments that need one: of the input, a transposed
 convolution of the output gradient; of the weight, a convolution of the input by the output gradient."""
 import itertools
 import math
@@ -14,6 +16,7 @@ import numpy as np
 from .. import _kernels
 from .._registry import REGISTRY, op
 from .activation import bound, grads, tname, up
+from .nn_misc import wanted
 
 
 def _tuple(v, n, name, error=None):
@@ -143,7 +146,7 @@ _IM2COL = {t: _kernels.raw_kernel(f"ember_im2col_{t}", _IM2COL_CODE) for t in ("
 
 
 def _im2col_cupy(xp, x, groups, kernel, out, stride, pads, dilation):
-    """Windows as (N, G, Cg, *kernel, *out) through the CuPy im2col kernel (3 spatial dims)."""
+    """Windows as (N, G, Cg, *kernel, *out) through the CuPy im2col kernel (up to 3 spatial dims)."""
     n = x.ndim - 2
     N, C = x.shape[:2]
     cols = xp.empty((N, groups, C // groups) + tuple(kernel) + tuple(out), x.dtype)
@@ -157,25 +160,21 @@ def _im2col_cupy(xp, x, groups, kernel, out, stride, pads, dilation):
     return cols
 
 
-def _im2col(xp, x, groups, kernel, out, stride, pads, dilation):
-    """Windows of ``x`` (N, C, *L) as (N, G, Cg * prod(kernel), prod(out)): the product with the weight
-    (G, Og, Cg * prod(kernel)) is then the output in its own (N, O, *out) layout, with no transpose."""
+def _windows(xp, x, groups, kernel, out, stride, pads, dilation):
+    """Windows of ``x`` (N, C, *L) as (N, G, Cg, *kernel, *out): a strided view of the padded input on NumPy
+    (copied once by the caller, in the layout its product wants), a kernel's output on CuPy."""
     N, C = x.shape[:2]
     if xp is not np and x.dtype in (np.float32, np.float64):
-        cols = _im2col_cupy(xp, x, groups, kernel, out, stride, pads, dilation)
-    else:
-        xpad = x
-        if any(lo or hi for lo, hi in pads):
-            xpad = xp.zeros((N, C) + tuple(s + lo + hi for s, (lo, hi) in zip(x.shape[2:], pads)), x.dtype)
-            xpad[(slice(None),) * 2 + tuple(slice(lo, lo + s) for s, (lo, _) in zip(x.shape[2:], pads))] = x
-        st = xpad.strides
-        Cg = C // groups
-        view = xp.lib.stride_tricks.as_strided(
-            xpad, (N, groups, Cg) + tuple(kernel) + tuple(out),
-            (st[0], Cg * st[1], st[1]) + tuple(d * t for d, t in zip(dilation, st[2:]))
-            + tuple(s * t for s, t in zip(stride, st[2:])))
-        cols = xp.ascontiguousarray(view)
-    return cols.reshape(N, groups, Cg * math.prod(kernel), math.prod(out))
+        return _im2col_cupy(xp, x, groups, kernel, out, stride, pads, dilation)
+    if any(lo or hi for lo, hi in pads):
+        xpad = xp.zeros((N, C) + tuple(s + lo + hi for s, (lo, hi) in zip(x.shape[2:], pads)), x.dtype)
+        xpad[(slice(None),) * 2 + tuple(slice(lo, lo + s) for s, (lo, _) in zip(x.shape[2:], pads))] = x
+        x = xpad
+    st, Cg = x.strides, C // groups
+    return xp.lib.stride_tricks.as_strided(
+        x, (N, groups, Cg) + tuple(kernel) + tuple(out),
+        (st[0], Cg * st[1], st[1]) + tuple(d * t for d, t in zip(dilation, st[2:]))
+        + tuple(s * t for s, t in zip(stride, st[2:])))
 
 
 def _conv(xp, x, w, b, stride, pads, dilation, groups):
@@ -184,38 +183,65 @@ def _conv(xp, x, w, b, stride, pads, dilation, groups):
     kernel = w.shape[2:]
     out = [(s + lo + hi - d * (k - 1) - 1) // st + 1
            for s, (lo, hi), d, k, st in zip(x.shape[2:], pads, dilation, kernel, stride)]
-    cols = _im2col(xp, x, groups, kernel, out, stride, pads, dilation)
-    if groups == 1:  # one GEMM per batch item, each writing its (O, prod(out)) output block in place
-        r = xp.matmul(w.reshape(O, -1), cols[:, 0])
-    else:
-        r = xp.matmul(w.reshape(groups, O // groups, -1), cols)  # (N, G, Og, prod(out))
-    r = r.reshape((N, O) + tuple(out))
+    CgK, Q, Og = w.shape[1] * math.prod(kernel), math.prod(out), O // groups
+    view = _windows(xp, x, groups, kernel, out, stride, pads, dilation)
+    wm = w.reshape(groups, Og, CgK)
+    if math.prod(kernel) > Q:  # long windows, few positions (a weight gradient): positions as rows of ONE product
+        order = (1, 0) + tuple(range(3 + n, 3 + 2 * n)) + (2,) + tuple(range(3, 3 + n))
+        cols = xp.ascontiguousarray(view.transpose(order)).reshape(groups, N * Q, CgK)
+        r = xp.matmul(cols, wm.transpose(0, 2, 1)).reshape(groups, N, Q, Og).transpose(1, 0, 3, 2)
+    else:  # windows as columns: the product is already the (N, O, *out) output, with no transpose
+        cols = xp.ascontiguousarray(view).reshape(N, groups, CgK, Q)
+        r = xp.matmul(wm[0], cols[:, 0]) if groups == 1 else xp.matmul(wm, cols)
+    r = xp.ascontiguousarray(r).reshape((N, O) + tuple(out))
     if b is not None:
         r += b.reshape((O,) + (1,) * n)
     return r
+
+
+def _col2im(xp, cols, full, stride, dilation, L):
+    """Sum of the columns (N, G, Og, *K, *L) into the (N, G, Og, *full) positions they were taken from; with
+    stride 1 the columns come on the output's grid (L[0], *full[1:]) instead (see ``_conv_transpose``)."""
+    lead, kernel = cols.shape[:3], cols.shape[3:3 + len(L)]
+    offsets = list(itertools.product(*map(range, kernel)))
+    if max(stride) > 1:
+        r = xp.zeros(lead + tuple(full), cols.dtype)
+        for k in offsets:
+            target = tuple(slice(i * d, i * d + (s - 1) * st + 1, st) for i, d, s, st in zip(k, dilation, L, stride))
+            r[(slice(None),) * 3 + target] += cols[(slice(None),) * 3 + k]
+        return r
+    # on the flattened output, every kernel offset adds ONE contiguous run per plane
+    cols = cols.reshape(lead + kernel + (math.prod(cols.shape[3 + len(L):]),))
+    run, steps = cols.shape[-1], [math.prod(full[i + 1:]) for i in range(len(L))]
+    starts = [sum(i * d * t for i, d, t in zip(k, dilation, steps)) for k in offsets]
+    r = xp.zeros(lead + (max(math.prod(full), max(starts) + run),), cols.dtype)
+    for k, start in zip(offsets, starts):
+        r[..., start:start + run] += cols[(slice(None),) * 3 + k]
+    return r[..., :math.prod(full)].reshape(lead + tuple(full))
 
 
 def _conv_transpose(xp, x, w, b, stride, pads, dilation, groups, output_padding):
     """Transposed convolution of batched ``x`` (N, C, *L) by ``w`` (C, O / G, *K): product, then col2im."""
     n, (N, C), L = x.ndim - 2, x.shape[:2], x.shape[2:]
     Cg, Og, kernel = C // groups, w.shape[1], w.shape[2:]
-    wm = w.reshape(groups, Cg, Og * math.prod(kernel)).transpose(0, 2, 1)
-    cols = xp.matmul(wm, x.reshape((N, groups, Cg, math.prod(L))))  # (N, G, Og * prod(K), prod(L))
-    cols = cols.reshape((N, groups, Og) + tuple(kernel) + tuple(L))
     full = [(s - 1) * st + d * (k - 1) + 1 + op for s, st, d, k, op in zip(L, stride, dilation, kernel, output_padding)]
     size = [f - 2 * p for f, (p, _) in zip(full, pads)]
     if min(size, default=1) <= 0:
         raise RuntimeError(f"Given input size per channel: ({_sizes(L)}). Calculated output size per channel: "
                            f"({_sizes(size)}). Output size is too small")
-    r = xp.zeros((N, groups, Og) + tuple(full), cols.dtype)
-    for k in itertools.product(*map(range, kernel)):
-        target = tuple(slice(i * d, i * d + (s - 1) * st + 1, st) for i, d, s, st in zip(k, dilation, L, stride))
-        r[(slice(None),) * 3 + target] += cols[(slice(None),) * 3 + k]
+    grid = (L[0],) + tuple(full[1:]) if max(stride) == 1 else L
+    if grid != L:  # stride 1: zeros put x on the output's grid, so that col2im adds whole runs
+        xg = xp.zeros((N, C) + grid, x.dtype)
+        xg[(slice(None),) * 2 + tuple(slice(0, s) for s in L)] = x
+        x = xg
+    wm = w.reshape(groups, Cg, Og * math.prod(kernel)).transpose(0, 2, 1)
+    cols = xp.matmul(wm, x.reshape((N, groups, Cg, math.prod(grid))))  # (N, G, Og * prod(K), prod(grid))
+    r = _col2im(xp, cols.reshape((N, groups, Og) + tuple(kernel) + tuple(grid)), full, stride, dilation, L)
     r = r[(slice(None),) * 3 + tuple(slice(p, p + s) for (p, _), s in zip(pads, size))]
-    r = r.reshape((N, groups * Og) + tuple(size))
+    r = xp.ascontiguousarray(r).reshape((N, groups * Og) + tuple(size))
     if b is not None:
         r += b.reshape((-1,) + (1,) * n)
-    return xp.ascontiguousarray(r)
+    return r
 
 
 def _run(xp, name, input, weight, bias, stride, padding, dilation, transposed, output_padding, groups, n=None):
@@ -283,25 +309,33 @@ def _weight_grad(x, gy, kernel, stride, padding, dilation, groups):
     return r.transpose(0, 1)
 
 
-def _conv_grads(g, x, w, b, stride, pads, dilation, transposed, output_padding, groups):
+def _conv_grads(g, x, w, b, stride, pads, dilation, transposed, output_padding, groups, need):
+    """Gradients of input, weight and bias; those ``need`` (name -> bool) does not ask for are None, not computed."""
     n = w.dim() - 2
     lo = [p for p, _ in pads]
+    gx = gw = None
     if transposed:
-        gx = convolution.fn(g, w, None, list(stride), lo, list(dilation), False, [0] * n, groups)
-        gw = _weight_grad(g, x, w.shape[2:], stride, lo, dilation, groups)
+        if need["input"]:
+            gx = convolution.fn(g, w, None, list(stride), lo, list(dilation), False, [0] * n, groups)
+            for i, s in enumerate(x.shape[2:]):  # output padding with stride 1 (dilated): windows past the input
+                gx = gx.narrow(2 + i, 0, s) if gx.shape[2 + i] != s else gx
+        if need["weight"]:
+            gw = _weight_grad(g, x, w.shape[2:], stride, lo, dilation, groups)
     else:
         if any(p != q for p, q in pads):  # padding='same' of an even kernel: pad explicitly, cut back after
             flat = [v for p in reversed(pads) for v in p]
             gx, gw, gb = _conv_grads(g, REGISTRY["constant_pad_nd"].fn(x, flat), w, b, stride, ((0, 0),) * n,
-                                     dilation, False, output_padding, groups)
+                                     dilation, False, output_padding, groups, need)
             for i, (p, _) in enumerate(pads):
-                gx = gx.narrow(2 + i, p, x.shape[2 + i])
+                gx = gx if gx is None else gx.narrow(2 + i, p, x.shape[2 + i])
             return gx, gw, gb
-        extra = [s + 2 * p - ((o - 1) * st + d * (k - 1) + 1) for s, p, o, st, d, k in
-                 zip(x.shape[2:], lo, g.shape[2:], stride, dilation, w.shape[2:])]
-        gx = convolution.fn(g, w, None, list(stride), lo, list(dilation), True, extra, groups)
-        gw = _weight_grad(x, g, w.shape[2:], stride, lo, dilation, groups)
-    gb = None if b is None else g.sum([0] + list(range(2, n + 2)))
+        if need["input"]:
+            extra = [s + 2 * p - ((o - 1) * st + d * (k - 1) + 1) for s, p, o, st, d, k in
+                     zip(x.shape[2:], lo, g.shape[2:], stride, dilation, w.shape[2:])]
+            gx = convolution.fn(g, w, None, list(stride), lo, list(dilation), True, extra, groups)
+        if need["weight"]:
+            gw = _weight_grad(x, g, w.shape[2:], stride, lo, dilation, groups)
+    gb = None if b is None or not need["bias"] else g.sum([0] + list(range(2, n + 2)))
     return gx, gw, gb
 
 
@@ -316,8 +350,10 @@ def _conv_vjp(o, n=None):
             transposed, a.get("output_padding", 0), a["groups"], n)
         if unbatched:
             x, g = x.unsqueeze(0), g.unsqueeze(0)
-        gx, gw, gb = _conv_grads(g, x, w, b, stride, pads, dilation, transposed, opad, a["groups"])
-        return grads(ctx, o, input=gx[0] if unbatched else gx, weight=gw, bias=gb)
+        # positional arguments map to the engine's needs_input_grad; keyword ones are computed
+        need = dict.fromkeys(("input", "weight", "bias"), True) | dict(zip(list(a)[:len(ctx.args)], wanted(ctx)))
+        gx, gw, gb = _conv_grads(g, x, w, b, stride, pads, dilation, transposed, opad, a["groups"], need)
+        return grads(ctx, o, input=gx[0] if unbatched and gx is not None else gx, weight=gw, bias=gb)
 
 
 _conv_vjp(convolution)

@@ -2,15 +2,17 @@
 adaptive max, max-unpooling.
 
 Max pooling copies every window (a strided view when the windows are evenly spaced inside the input, else
-one index grid per dim) and takes the argmax over it; average pooling is a convolution by a kernel of ones
-(im2col and one product) divided by the window sizes; adaptive average pooling multiplies each spatial dim
-by a small averaging matrix. Gradients: a scatter-add of the output
-gradient to the argmax positions; a transposed convolution by ones; the transposed averaging matrices."""
+one index grid per dim) and takes the argmax over it (on CuPy, one fused kernel scans each window); average
+pooling is a convolution by a kernel of ones (im2col and one product) divided by the window sizes; adaptive
+average pooling multiplies each spatial dim by a small averaging matrix. Gradients: a scatter-add of the
+output gradient to the argmax positions (a plain scatter when the windows are disjoint); a transposed
+convolution by ones; the transposed averaging matrices."""
 import math
 
 import numpy as np
 
 from .. import _dtype as D
+from .. import _kernels
 from .._registry import op
 from .activation import bound, grads, tname, up
 from .conv import _conv, convolution
@@ -126,18 +128,99 @@ def _pool_grids(k, s, p, d, out):
     return [np.arange(o)[:, None] * si - pi + np.arange(ki)[None] * di for ki, si, pi, di, o in zip(k, s, p, d, out)]
 
 
+# max pooling with indices on CuPy: one thread per output element scans its window (up to 3 spatial dims, the
+# missing ones of size 1); NaN wins, ties and all -inf windows go to the first element inside the input
+_MAX_POOL_CODE = r"""
+template <typename T>
+__device__ void max_pool(const T* x, T* y, long long* idx, long long total, const long long* in,
+                         const long long* out, const long long* ker, const long long* st, const long long* pad,
+                         const long long* dil) {
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total;
+       i += (long long)blockDim.x * gridDim.x) {
+    long long r = i;
+    long long o2 = r % out[2]; r /= out[2];
+    long long o1 = r % out[1]; r /= out[1];
+    long long o0 = r % out[0]; r /= out[0];
+    const T* plane = x + r * in[0] * in[1] * in[2];
+    T best = 0;
+    long long at = -1;
+    for (long long k0 = 0; k0 < ker[0]; ++k0) {
+      long long p0 = o0 * st[0] - pad[0] + k0 * dil[0];
+      if (p0 < 0 || p0 >= in[0]) continue;
+      for (long long k1 = 0; k1 < ker[1]; ++k1) {
+        long long p1 = o1 * st[1] - pad[1] + k1 * dil[1];
+        if (p1 < 0 || p1 >= in[1]) continue;
+        for (long long k2 = 0; k2 < ker[2]; ++k2) {
+          long long p2 = o2 * st[2] - pad[2] + k2 * dil[2];
+          if (p2 < 0 || p2 >= in[2]) continue;
+          long long j = (p0 * in[1] + p1) * in[2] + p2;
+          T v = plane[j];
+          if (at < 0 || v > best || (v != v && best == best)) {
+            best = v;
+            at = j;
+          }
+        }
+      }
+    }
+    y[i] = best;
+    idx[i] = at;
+  }
+}
+
+extern "C" __global__ void ember_max_pool_float(const float* x, float* y, long long* idx, long long total,
+    const long long* in, const long long* out, const long long* ker, const long long* st, const long long* pad,
+    const long long* dil) {
+  max_pool<float>(x, y, idx, total, in, out, ker, st, pad, dil);
+}
+
+extern "C" __global__ void ember_max_pool_double(const double* x, double* y, long long* idx, long long total,
+    const long long* in, const long long* out, const long long* ker, const long long* st, const long long* pad,
+    const long long* dil) {
+  max_pool<double>(x, y, idx, total, in, out, ker, st, pad, dil);
+}
+"""
+_MAX_POOL = {t: _kernels.raw_kernel(f"ember_max_pool_{t}", _MAX_POOL_CODE) for t in ("float", "double")}
+
+
+def _max_pool_cupy(xp, x, k, s, p, d, out):
+    """(values, int64 flat indices) of max pooling a batched float CuPy array, by the fused kernel."""
+    n = len(k)
+    a = up(x)
+    y = xp.empty(x.shape[:2] + tuple(out), a.dtype)
+    idx = xp.empty(y.shape, np.int64)
+    arg = lambda v, f=1: xp.asarray(tuple(v) + (f,) * (3 - n), dtype=np.int64)  # noqa: E731  (padded to 3 dims)
+    if y.size:
+        _MAX_POOL["float" if a.dtype == np.float32 else "double"](
+            (min((y.size + 255) // 256, 65535),), (256,),
+            (xp.ascontiguousarray(a), y, idx, np.int64(y.size), arg(x.shape[2:]), arg(out), arg(k), arg(s),
+             arg(p, 0), arg(d)))
+    return y.astype(x.dtype, copy=False), idx
+
+
 def _max_pool(xp, name, n, input, kernel_size, stride, padding, dilation, ceil_mode):
     x, unbatched, k, s, p, d, out = _window_params(name, input, n, kernel_size, stride, padding, dilation, ceil_mode)
-    v, i = _max_windows(xp, x, _pool_grids(k, s, p, d, out), f"max_pool{n}d")
+    if xp is not np and (x.dtype.kind == "f" or x.dtype == D.bfloat16.np):
+        v, i = _max_pool_cupy(xp, x, k, s, p, d, out)
+    else:
+        v, i = _max_windows(xp, x, _pool_grids(k, s, p, d, out), f"max_pool{n}d")
     return (v[0], i[0]) if unbatched else (v, i)
 
 
-def _scatter_max_grad(x, g, idx, n):
-    """Gradient of picking ``x``'s elements at flat per-plane indices ``idx``: ``g`` added there."""
+def _scatter_max_grad(x, g, idx, n, disjoint=False):
+    """Gradient of picking ``x``'s elements at flat per-plane indices ``idx``: ``g`` added there (written
+    there when the windows are ``disjoint``: no index repeats, and a plain scatter is several times faster)."""
     lead = tuple(x.shape[:x.dim() - n])
     k = math.prod(g.shape[g.dim() - n:])
     z = g.new_zeros(lead + (math.prod(x.shape[x.dim() - n:]),))
-    return z.scatter_add(-1, idx.reshape(lead + (k,)), g.reshape(lead + (k,))).reshape(x.shape)
+    scatter = z.scatter if disjoint else z.scatter_add
+    return scatter(-1, idx.reshape(lead + (k,)), g.reshape(lead + (k,))).reshape(x.shape)
+
+
+def _disjoint(a, n):
+    """Whether the windows of a max pooling call (bound arguments ``a``) never share an input element."""
+    k = _tuple(a["kernel_size"], n, "kernel_size")
+    s, d = _tuple(a["stride"], n, "stride", default=k), _tuple(a["dilation"], n, "dilation")
+    return all(si >= di * (ki - 1) + 1 for ki, si, di in zip(k, s, d))
 
 
 def _max_pool_ops(n):
@@ -157,11 +240,12 @@ def _max_pool_ops(n):
     def _(ctx, g):
         a = bound(ctx, plain)
         idx = indexed.fn(*ctx.args, **ctx.kwargs)[1]
-        return grads(ctx, plain, input=_scatter_max_grad(a["input"], g, idx, n))
+        return grads(ctx, plain, input=_scatter_max_grad(a["input"], g, idx, n, _disjoint(a, n)))
 
     @indexed.vjp
     def _(ctx, g, gi=None):
-        return grads(ctx, indexed, input=_scatter_max_grad(bound(ctx, indexed)["input"], g, ctx.out[1], n))
+        a = bound(ctx, indexed)
+        return grads(ctx, indexed, input=_scatter_max_grad(a["input"], g, ctx.out[1], n, _disjoint(a, n)))
     return plain, indexed
 
 
