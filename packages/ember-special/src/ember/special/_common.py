@@ -106,10 +106,18 @@ def blocks(fn, *arrays, dtype=None):
 _POOL = {}  # the worker pool of ``blocks``, made on first use (importing ember starts no thread)
 
 
+_THREADS = {}  # ember.get_num_threads() by the last ember.set_num_threads value: asking costs milliseconds
+
+
 def _threads():
-    """Threads ``blocks`` may use: ember.set_num_threads' choice, else the CPUs this process may run on."""
-    import ember
-    return max(1, ember.get_num_threads())
+    """Threads ``blocks`` may use: ember.get_num_threads(), asked again after each ember.set_num_threads."""
+    from ember import _settings
+    key = _settings._state["threads"]
+    n = _THREADS.get(key)
+    if n is None:
+        import ember
+        n = _THREADS[key] = max(1, ember.get_num_threads())
+    return n
 
 
 def _pool(workers):
@@ -155,10 +163,14 @@ def public(o, function, method=None, inplace=None):
 
 def grad_of(ctx, i):
     """Whether the call's ``i``-th argument is a tensor that asked for a gradient. ember-autograd hands
-    VJPs detached arguments (unless create_graph), so its node's record of its inputs is asked first."""
+    VJPs detached arguments (unless create_graph), so its record of them is asked first: ``needs_input_grad``
+    where its context has one, else its node's record of its inputs."""
     arg = ctx.args[i]
     if not isinstance(arg, Tensor):
         return False
+    needs = getattr(ctx, "needs_input_grad", None)
+    if needs is not None:
+        return needs[i]
     meta = getattr(getattr(ctx, "_node", None), "_in_meta", None)  # one entry per tensor argument
     if meta is not None:
         return meta[sum(isinstance(a, Tensor) for a in ctx.args[:i])] is not None

@@ -38,6 +38,12 @@ def _erf_family(kind, x):
     return blocks(lambda a, out: _numba.erf_family_f32(kind, a, out), x)
 
 
+def _f32(name, x):
+    """numba loop ``name`` of ``_numba`` (float32 in, float32 out) over blocks of ``x``."""
+    from . import _numba
+    return blocks(getattr(_numba, name), x)
+
+
 def _cpu_or(xp, name, cupyx_name, *arrays):
     """numba kernel ``name`` on the CPU, cupyx's ``cupyx_name`` on CUDA."""
     return kernel(xp, name, *arrays) if xp is np else _sp(xp, cupyx_name, *arrays)
@@ -50,9 +56,9 @@ def airy_ai(xp, x):
     return kernel(xp, "airy_ai", x)
 
 
-def _bessel(name, engine, doc, **options):
+def _bessel(name, engine, doc, f32=None, **options):
     def impl(xp, x):
-        return _sp(xp, engine, x)
+        return _f32(f32, x) if f32 and xp is np and x.dtype == np.float32 else _sp(xp, engine, x)
     impl.__doc__ = doc
     impl.__name__ = name
     return special_op(name, differentiable=False, **options)(impl)
@@ -63,9 +69,9 @@ bessel_j1 = _bessel("bessel_j1", "j1", "Bessel function of the first kind of ord
 bessel_y0 = _bessel("bessel_y0", "y0", "Bessel function of the second kind of order 0.", half=False)
 bessel_y1 = _bessel("bessel_y1", "y1", "Bessel function of the second kind of order 1.", half=False)
 modified_bessel_i0 = _bessel("modified_bessel_i0", "i0", "Modified Bessel function of the first kind of order 0.",
-                             half=False)
+                             "i0_f32", half=False)
 modified_bessel_i1 = _bessel("modified_bessel_i1", "i1", "Modified Bessel function of the first kind of order 1.",
-                             half=False)
+                             "i1_f32", half=False)
 modified_bessel_k0 = _bessel("modified_bessel_k0", "k0", "Modified Bessel function of the second kind of order 0.",
                              half=False)
 modified_bessel_k1 = _bessel("modified_bessel_k1", "k1", "Modified Bessel function of the second kind of order 1.",
@@ -89,7 +95,7 @@ def spherical_bessel_j0(xp, x):
 @special_op("i0", public=True)
 def i0(xp, x):
     """Modified Bessel function of the first kind of order 0."""
-    return _sp(xp, "i0", x)
+    return _f32("i0_f32", x) if xp is np and x.dtype == np.float32 else _sp(xp, "i0", x)
 
 
 @i0.vjp
@@ -100,7 +106,7 @@ def _(ctx, g):
 @special_op("i1")
 def i1(xp, x):
     """Modified Bessel function of the first kind of order 1."""
-    return _sp(xp, "i1", x)
+    return _f32("i1_f32", x) if xp is np and x.dtype == np.float32 else _sp(xp, "i1", x)
 
 
 @i1.vjp
@@ -121,7 +127,9 @@ def _not_tiny(x):
 @special_op("i0e")
 def i0e(xp, x):
     """Exponentially scaled modified Bessel function ``exp(-|input|) * I0(input)``."""
-    return _sp(xp, "i0e", x) if xp is np else kernel(xp, "i0e", x)  # SciPy is fast and exact to 1.5 ulp here
+    if xp is np:
+        return _f32("i0e_f32", x) if x.dtype == np.float32 else _sp(xp, "i0e", x)
+    return kernel(xp, "i0e", x)
 
 
 @i0e.vjp
@@ -134,8 +142,7 @@ def _(ctx, g):
 def i1e(xp, x):
     """Exponentially scaled modified Bessel function ``exp(-|input|) * I1(input)``."""
     if xp is np and x.dtype == np.float32:
-        from . import _numba
-        return blocks(_numba.i1e_f32, x)
+        return _f32("i1e_f32", x)
     return _sp(xp, "i1e", x) if xp is np else kernel(xp, "i1e", x)  # SciPy's Chebyshev series: faster than numba's
 
 
@@ -181,7 +188,9 @@ def _digamma_edges(xp, x, r):
 @special_op("digamma", public=True)
 def digamma(xp, x):
     """Logarithmic derivative of the gamma function."""
-    return kernel(xp, "digamma", x) if xp is np else _digamma_edges(xp, x, _sp(xp, "digamma", x))
+    if xp is np:
+        return _f32("digamma_f32", x) if x.dtype == np.float32 else kernel(xp, "digamma", x)
+    return _digamma_edges(xp, x, _sp(xp, "digamma", x))
 
 
 @digamma.vjp
@@ -192,6 +201,8 @@ def _(ctx, g):
 @special_op("polygamma", public=True, inplace=False, method=False)
 def polygamma_op(xp, x, *, n):
     """``n``-th derivative of the digamma function."""
+    if xp is np and x.dtype == np.float32 and n < 2:
+        return _f32(("digamma_f32", "trigamma_f32")[n], x)
     if xp is np:
         return kernel(xp, "polygamma", x.dtype.type(n), x)
     if n == 0:
@@ -227,8 +238,8 @@ public(polygamma_op, polygamma, method=lambda self, n: _polygamma(self, n=_order
 @special_op("lgamma", public=True)
 def lgamma(xp, x):
     """Natural logarithm of the absolute value of the gamma function (inf at -inf, as PyTorch)."""
-    if xp is np and x.dtype == np.float64:  # the C library's lgamma (as PyTorch's): more exact than SciPy's
-        return kernel(xp, "lgamma", x)
+    if xp is np:  # float64: the C library's lgamma (as PyTorch's), more exact than SciPy's
+        return kernel(xp, "lgamma", x) if x.dtype == np.float64 else _f32("lgamma_f32", x)
     return xp.where(x == -np.inf, x.dtype.type(np.inf), _sp(xp, "gammaln", x))
 
 
@@ -240,6 +251,9 @@ def _(ctx, g):
 @special_op("mvlgamma", public=True, inplace=False, method=False)
 def mvlgamma_op(xp, x, *, p):
     """Multivariate log-gamma function of dimension ``p``."""
+    if xp is np and x.dtype == np.float32:
+        from . import _numba
+        return blocks(lambda a, out: _numba.mvlgamma_f32(a, p, out), x)
     j = xp.arange(p, dtype=x.dtype) / 2
     return _sp(xp, "gammaln", x[..., None] - j).sum(-1) + x.dtype.type(p * (p - 1) / 4 * _LOG_PI)
 
@@ -273,12 +287,18 @@ public(mvlgamma_op, mvlgamma, method=lambda self, p: mvlgamma(self, p),
 
 
 def _incomplete_gamma(xp, a, x, engine):
-    """SciPy's regularized incomplete gamma with PyTorch's edges, by precedence: NaN for a negative
-    argument; for a = 0, the limit at x > 0 and NaN otherwise; P = 0 at x = 0 (whatever a); P = 0
-    for a = inf unless x is infinite too (even for x NaN)."""
+    """The regularized incomplete gamma (float32 by ember's numba kernels where a is not too large, else SciPy's)
+    with PyTorch's edges, by precedence: NaN for a negative argument; for a = 0, the limit at x > 0 and NaN
+    otherwise; P = 0 at x = 0 (whatever a); P = 0 for a = inf unless x is infinite too (even for x NaN)."""
     lower = engine == "gammainc"
     zero, one = (0.0, 1.0) if lower else (1.0, 0.0)  # P's values and the matching Q's
-    r = _sp(xp, engine, a, x)
+    r = None
+    if xp is np and a.dtype == np.float32:
+        from . import _numba
+        if not (a > _numba.IGAMMA_A_MAX).any():
+            r = blocks(getattr(_numba, engine + "_f32"), a, x)
+    if r is None:
+        r = _sp(xp, engine, a, x)
     r = xp.where(xp.isinf(a) & ~xp.isinf(x), zero, r)
     r = xp.where(x == 0, zero, r)
     r = xp.where(a == 0, xp.where(x > 0, one, np.nan), r)
@@ -363,7 +383,7 @@ def _(ctx, g):
 @special_op("erfcx", half=False)
 def erfcx(xp, x):
     """Scaled complementary error function ``exp(input ** 2) * erfc(input)``."""
-    return _sp(xp, "erfcx", x)
+    return _f32("erfcx_f32", x) if xp is np and x.dtype == np.float32 else _sp(xp, "erfcx", x)
 
 
 @erfcx.vjp
@@ -375,8 +395,7 @@ def _(ctx, g):
 def erfinv(xp, x):
     """Inverse error function (±inf at ±1, NaN outside [-1, 1])."""
     if xp is np and x.dtype == np.float32:
-        from . import _numba
-        return blocks(_numba.erfinv_f32, x)
+        return _f32("erfinv_f32", x)
     return _sp(xp, "erfinv", x)
 
 
@@ -400,7 +419,7 @@ def _(ctx, g):
 @special_op("log_ndtr", half=False)
 def log_ndtr(xp, x):
     """Logarithm of the standard normal cumulative distribution function."""
-    return _sp(xp, "log_ndtr", x)
+    return _f32("log_ndtr_f32", x) if xp is np and x.dtype == np.float32 else _sp(xp, "log_ndtr", x)
 
 
 @log_ndtr.vjp
@@ -424,6 +443,8 @@ def _(ctx, g):
 @special_op("entr")
 def entr(xp, x):
     """Elementwise entropy ``-input * log(input)`` (0 at 0, -inf below)."""
+    if xp is np and x.dtype == np.float32:
+        return _f32("entr_f32", x)
     return _sp(xp, "entr", x)
 
 
@@ -490,17 +511,11 @@ def logit_op(xp, x, *, eps=None):
     """Log-odds ``log(input / (1 - input))``, ``input`` first clamped to [eps, 1 - eps] if given."""
     if eps is not None and eps >= 0:  # a negative eps means none, as in PyTorch
         x = xp.clip(x, x.dtype.type(eps), x.dtype.type(1 - eps))
-    if xp is np and x.dtype == np.float32:  # in float64 the quotient's rounding is harmless once rounded to float32
-        return blocks(_logit_f32, x)
+    if xp is np and x.dtype == np.float32:
+        return _f32("logit_f32", x)
     # near 1/2 (where the result is near 0) log1p of an exactly computed (2x - 1) / (1 - x) avoids cancelling
     mid = xp.abs(x - x.dtype.type(0.5)) < x.dtype.type(0.25)
     return xp.where(mid, xp.log1p((2 * x - 1) / (1 - x)), xp.log(x) - xp.log1p(-x))
-
-
-def _logit_f32(x, out):
-    v = x.astype(np.float64)
-    np.log(np.divide(v, np.subtract(1.0, v), out=v), out=v)
-    out[...] = v
 
 
 @logit_op.vjp
@@ -532,8 +547,7 @@ public(logit_op, logit, method=lambda self, eps=None: logit(self, eps),
 def sinc(xp, x):
     """Normalized sinc ``sin(pi * input) / (pi * input)`` (1 at 0)."""
     if xp is np and x.dtype == np.float32:
-        from . import _numba
-        return blocks(_numba.sinc_f32, x)
+        return _f32("sinc_f32", x)
     w = x.astype(np.float64)  # float32 in float64, rounded once
     n = xp.rint(w)
     s = xp.sin(math.pi * (w - n)) * (1 - 2 * xp.fmod(xp.abs(n), 2))  # sin(pi x), argument reduced exactly
