@@ -39,13 +39,19 @@ def _cpu_count():
         return os.cpu_count() or 1
 
 
-def _blas_pools():
-    """threadpoolctl's controller of the loaded BLAS libraries, or None when threadpoolctl is missing."""
-    try:
-        import threadpoolctl
-    except ImportError:
-        return None
-    return threadpoolctl.ThreadpoolController().select(user_api="blas")
+def _blas_pools(fresh=False):
+    """threadpoolctl's controller of the loaded BLAS libraries, or None when threadpoolctl is missing.
+
+    Building a controller scans every loaded library (~2 ms), so readers share one; setters rescan, to
+    reach BLAS libraries loaded since (the shared one reads live thread counts either way)."""
+    if fresh or "pools" not in _state:
+        try:
+            import threadpoolctl
+        except ImportError:
+            _state["pools"] = None
+        else:
+            _state["pools"] = threadpoolctl.ThreadpoolController().select(user_api="blas")
+    return _state["pools"]
 
 
 def _positive(name, n):
@@ -59,7 +65,7 @@ def set_num_threads(int):  # noqa: A002 - PyTorch's parameter name
     """Set the number of threads NumPy's BLAS uses (recorded only when threadpoolctl is not installed)."""
     _positive("set_num_threads", int)
     _state["threads"] = int
-    pools = _blas_pools()
+    pools = _blas_pools(fresh=True)
     if pools is None:
         warnings.warn("set_num_threads: threadpoolctl is not installed, so the thread count of NumPy's BLAS is "
                       "unchanged; set OMP_NUM_THREADS or OPENBLAS_NUM_THREADS before starting Python instead",
