@@ -41,7 +41,7 @@ def test_num_threads_sets_the_blas_pool(restore):
 
 
 def test_num_threads_without_threadpoolctl_records_and_warns(restore, monkeypatch):
-    monkeypatch.setattr(_settings, "_blas_pools", lambda: None)
+    monkeypatch.setattr(_settings, "_blas_pools", lambda fresh=False: None)
     with pytest.warns(UserWarning, match="threadpoolctl"):
         ember.set_num_threads(3)
     assert ember.get_num_threads() == 3
