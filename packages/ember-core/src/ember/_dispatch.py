@@ -22,32 +22,25 @@ class Call:
     ``mode`` is None for an out-of-place call, "inplace" for ``x.op_()`` and "out" for ``out=``.
     """
 
-    __slots__ = ("op", "_args", "kwargs", "mode", "out", "_found")
+    __slots__ = ("op", "args", "kwargs", "mode", "out", "_found", "_found_for")
 
     def __init__(self, op, args, kwargs, mode=None, out=None):
-        self.op, self._args, self.kwargs, self.mode, self.out, self._found = op, args, kwargs, mode, out, None
-
-    @property
-    def args(self):
-        return self._args
-
-    @args.setter
-    def args(self, value):  # a layer that changes the arguments (autocast's casts) resets what tensors() found
-        self._args, self._found = value, None
+        self.op, self.args, self.kwargs, self.mode, self.out, self._found_for = op, args, kwargs, mode, out, None
 
     def tensors(self):
-        """The tensor arguments, in order, lists and tuples at the top level flattened (computed once)."""
-        if self._found is not None:
+        """The tensor arguments, in order, lists and tuples at the top level flattened (computed once for the
+        current arguments: a layer may replace them, as autocast's casts do)."""
+        if self._found_for is self.args:
             return self._found
         found = []
-        for a in self._args:
+        for a in self.args:
             if isinstance(a, Tensor):
                 found.append(a)
             elif type(a) in (list, tuple):
                 found += [x for x in a if isinstance(x, Tensor)]
         if self.kwargs:
             found += [v for v in self.kwargs.values() if isinstance(v, Tensor)]
-        self._found = found
+        self._found, self._found_for = found, self.args
         return found
 
 

@@ -189,9 +189,12 @@ def _scalar_as(x, cdt, xp):
 def _device_arrays(tensors):
     """The array module for these tensors; PyTorch's error when they are on different devices
     (zero-dim CPU tensors may join CUDA ones, as in PyTorch)."""
-    host = [type(t._data) is ndarray for t in tensors]
-    if all(host):
+    for t in tensors:
+        if type(t._data) is not ndarray:
+            break
+    else:
         return np
+    host = [type(t._data) is ndarray for t in tensors]
     devs = {t._data.device.id for t, h in zip(tensors, host) if not h}
     if len(devs) > 1 or any(h and t._data.ndim for t, h in zip(tensors, host)):
         names = sorted({str(t.device) for t in tensors})
@@ -324,11 +327,12 @@ def _check_operands(op, operands):
 
 
 def _elementwise_slow(op, operands, kwargs, out, mode):
-    call = Call(op, operands, kwargs, mode, out)
     if mode == "out":
-        _check_operands(op, operands)
+        if not (op.scalars and operands and type(operands[0]) is Tensor):  # (else nothing to check)
+            _check_operands(op, operands)
         if out is None:
-            call.mode = None
+            mode = None
+    call = Call(op, operands, kwargs, mode, out)
     if FORCED[0]:
         return run_layers(call, elementwise_impl)
     for x in operands:
@@ -398,7 +402,8 @@ def general_impl(call):
     op, args, kwargs = call.op, call.args, call.kwargs
     tensors = call.tensors()
     xp = _device_arrays(tensors) if tensors else np
-    r = op.impl(xp, *[_unwrap(a) for a in args], **({k: _unwrap(v) for k, v in kwargs.items()} if kwargs else {}))
+    r = op.impl(xp, *[a._data if type(a) is Tensor else _unwrap(a) for a in args],
+                **({k: _unwrap(v) for k, v in kwargs.items()} if kwargs else {}))
     if op.mutates:
         args[0]._version[0] += 1
         return args[0]
@@ -414,7 +419,7 @@ def general_impl(call):
         if isinstance(r, tuple):
             return type(call.out)(write_out(o, xp.asarray(x)) for o, x in zip(call.out, r))
         return write_out(call.out, xp.asarray(r))
-    result = wrap_result(r)
+    result = _wrap(r) if type(r) is ndarray else wrap_result(r)
     if op.view and (op.view is True or op.view(call)):
         # views share their base's version counter and remember how they were made, so that autograd
         # can replay them when an in-place op writes through a view
@@ -465,8 +470,11 @@ def _general_call(op, args, kwargs, out, mode):
 def _make_general(op):
     mode = "inplace" if op.mutates else None
 
-    def fn(*args, out=None, **kwargs):
-        return _general_call(op, args, kwargs, out, mode if out is None else "out")
+    def fn(*args, out=None, **kwargs):  # (_general_call inlined: one frame less on every call)
+        call = Call(op, args, kwargs, mode if out is None else "out", out)
+        if FORCED[0] or _any_requires_grad(args, kwargs):
+            return run_layers(call, general_impl)
+        return general_impl(call)
 
     def inplace(self, *args, **kwargs):
         return _general_call(op, (self,) + args, kwargs, None, "inplace")

@@ -33,8 +33,11 @@ class Tensor:
     @classmethod
     def _wrap(cls, arr):
         """A new tensor over ``arr`` (no copy): the one constructor ops use."""
-        t = object.__new__(cls)
-        _init(t, arr)
+        t = _new(cls)
+        t._data = arr  # (_init's body, inlined: this runs for every op result)
+        t._version = [0]
+        t._base = t.grad = t.grad_fn = t._ext = None
+        t._rg = False
         return t
 
     def _view_of(self, base):
@@ -369,6 +372,9 @@ _LEGACY_TYPE = {D.float32: "FloatTensor", D.float64: "DoubleTensor", D.float16: 
                 D.bfloat16: "BFloat16Tensor", D.int64: "LongTensor", D.int32: "IntTensor",
                 D.int16: "ShortTensor", D.int8: "CharTensor", D.uint8: "ByteTensor", D.bool: "BoolTensor",
                 D.complex64: "ComplexFloatTensor", D.complex128: "ComplexDoubleTensor"}
+
+
+_new = object.__new__
 
 
 def _init(t, arr):

@@ -29,11 +29,8 @@ def _missing_vjp(op):
     return vjp
 
 
-def _inference_check(tensors):
-    for t in tensors:
-        if t._ext is not None and t._ext.get("inference"):
-            raise RuntimeError("Inference tensors cannot be saved for backward. To work around you can make a clone "
-                               "to get a normal tensor and use it in autograd.")
+_INFERENCE_ERROR = ("Inference tensors cannot be saved for backward. To work around you can make a clone to get a "
+                    "normal tensor and use it in autograd.")
 
 
 def mark_inference(result):
@@ -42,8 +39,11 @@ def mark_inference(result):
     return result
 
 
+_MODE, _ANOMALY = grad_mode.MODE, anomaly_mode._STATE  # (thread-local states, read once per call)
+
+
 def autograd_layer(call, call_next):
-    mode = grad_mode.MODE
+    mode = _MODE
     if mode.inference:
         return mark_inference(call_next(call))
     if not mode.enabled:
@@ -54,39 +54,44 @@ def autograd_layer(call, call_next):
             break
     else:
         return call_next(call)
-    _inference_check(tensors)
+    for t in tensors:
+        if t._ext is not None and t._ext.get("inference"):
+            raise RuntimeError(_INFERENCE_ERROR)
     op, kwargs, call_mode = call.op, call.kwargs, call.mode
-    if call_mode == "out":
-        raise RuntimeError(_OUT_ERROR.format(op.name))
-    if kwargs:
-        _bind_tensor_kwargs(call)
-        kwargs = call.kwargs
-        tensors = call.tensors()  # after binding: the tensors among the positional arguments...
-        if any(isinstance(v, Tensor) for v in kwargs.values()):
-            tensors = None  # ...unless a keyword tensor could not be bound: the node then finds them itself
     args, inputs = call.args, tensors
-    if call_mode == "inplace":
+    if call_mode is not None:
+        if call_mode == "out":
+            raise RuntimeError(_OUT_ERROR.format(op.name))
         target = args[0]
         if target.grad_fn is None and target._rg:
             raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
         base = target._base
         if base is not None and base.grad_fn is None and base._rg:
             raise RuntimeError("a view of a leaf Variable that requires grad is being used in an in-place operation.")
+    if kwargs:
+        _bind_tensor_kwargs(call)
+        kwargs, args = call.kwargs, call.args
+        inputs = call.tensors()  # after binding: the tensors among the positional arguments...
+        for v in kwargs.values():
+            if isinstance(v, Tensor):
+                inputs = None  # ...unless a keyword tensor could not be bound: the node then finds them itself
+                break
+    if call_mode is not None:
         args = (_snapshot(target),) + tuple(args[1:])
         inputs = [args[0]] + inputs[1:] if inputs is not None else None
     result = call_next(call)
     if not op.differentiable:
         return result
+    name = _node_names.get(op) or node_name(op)
     if type(result) is Tensor:
-        node = Node(node_name(op), op.vjp_fn or _missing_vjp(op), args, kwargs, (result,), False, inputs)
+        node = Node(name, op.vjp_fn or _missing_vjp(op), args, kwargs, (result,), False, inputs)
         outputs = None
     else:
         outputs = _flat_tensors(result)
-        node = Node(node_name(op), op.vjp_fn or _missing_vjp(op), args, kwargs, outputs, isinstance(result, tuple),
-                    inputs)
-    if anomaly_mode._STATE.enabled:
+        node = Node(name, op.vjp_fn or _missing_vjp(op), args, kwargs, outputs, isinstance(result, tuple), inputs)
+    if _ANOMALY.enabled:
         node._trace = anomaly_mode.forward_trace()
-    if call_mode == "inplace" and target._base is not None and _chain(target) is not None:
+    if call_mode is not None and target._base is not None and _chain(target) is not None:
         _rebase_view(target, node)
         return result
     if outputs is None and op.constant_outputs is None:  # one result: a float one joins the graph

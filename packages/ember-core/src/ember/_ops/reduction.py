@@ -194,7 +194,7 @@ def sum(xp, input, dim=None, keepdim=False, *, dtype=None):
     elif xp is not np and acc in (D.float32, D.float64) and axes is None and not keepdim:
         r = _SUM(x)
     else:
-        r = xp.sum(x, axis=axes, keepdims=keepdim)
+        r = x.sum(axis=axes, keepdims=keepdim)  # (the method skips np.sum's Python wrapper: half the cost when tiny)
     return xp.asarray(r).astype(D.storage(rd), copy=False)
 
 
@@ -205,8 +205,18 @@ def _(ctx, g):
     if len(args) > 1 or ctx.kwargs:  # (a full reduction's 0-d gradient broadcasts as it is)
         g = unreduce(g, x.shape, reduce_dims(arg(ctx, 1, "dim"), x.dim()), arg(ctx, 2, "keepdim", False))
     if not g._rg:  # no graph to record: a plain broadcast view, without the view op's bookkeeping
-        return (Tensor._wrap(_backend.xp_of(g._data).broadcast_to(g._data, x._data.shape)),)
+        return (Tensor._wrap(_spread(g._data, x._data.shape)),)
     return (g.expand(x.shape),)
+
+
+def _spread(a, shape):
+    """``a`` broadcast to ``shape`` as a read-only view; a 0-d NumPy array directly as zero strides over its one
+    element (several times cheaper than np.broadcast_to, which matters for tiny graphs)."""
+    if a.ndim or type(a) is not np.ndarray:
+        return _backend.xp_of(a).broadcast_to(a, shape)
+    v = np.ndarray(shape, a.dtype, a, 0, (0,) * len(shape))
+    v.flags.writeable = False
+    return v
 
 
 @op("nansum")
