@@ -96,6 +96,28 @@ def test_public_functions_refuse_numbers_where_torch_does():
     assert (2 - ember.ones(2)).tolist() == [1.0, 1.0]
 
 
+@pytest.mark.parametrize("call", [
+    lambda m, t: m.where(2, t), lambda m, t: m.tril(2), lambda m, t: m.topk(2, t), lambda m, t: m.var(2),
+    lambda m, t: m.unique(2), lambda m, t: m.trace(2), lambda m, t: m.unbind(2), lambda m, t: m.clamp(2, t),
+    lambda m, t: m.zero_(2), lambda m, t: m.sin_(2), lambda m, t: m.xlogy_(2, t), lambda m, t: m.vdot(2, t),
+    lambda m, t: m.cat(t), lambda m, t: m.polygamma(1, t).shape, lambda m, t: m.bucketize(2, t.flatten()).shape,
+], ids=["where", "tril", "topk", "var", "unique", "trace", "unbind", "clamp", "zero_", "sin_", "xlogy_", "vdot", "cat",
+        "polygamma", "bucketize"])
+def test_a_number_for_a_tensor_argument_gets_torchs_exception(call):
+    """A Python number where the op takes a tensor: the exception type PyTorch raises (or PyTorch's result)."""
+    outcome = []
+    for m in (torch, ember):
+        try:
+            outcome.append(repr(call(m, m.ones(2, 2))).replace("torch.", "").replace("ember.", ""))
+        except Exception as e:  # noqa: BLE001 - the type is what is compared
+            outcome.append(type(e))
+    assert outcome[1] == outcome[0]
+    if outcome[0] is TypeError:
+        refusal = r"\(\): argument '\w+' \(position 1\) must be (Tensor|tuple of Tensors), not (int|Tensor)"
+        with pytest.raises(TypeError, match=refusal):
+            call(ember, ember.ones(2, 2))
+
+
 def test_exports_are_generated_from_the_registry():
     for name, op in REGISTRY.items():
         if op.function:

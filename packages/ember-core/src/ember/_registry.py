@@ -53,7 +53,8 @@ class Op:
     constant_outputs = None
 
     def __init__(self, name, impl, kind, *, differentiable=True, view=False, method=True, function=True,
-                 inplace=False, operators=(), kernel=None, rule=None, returns=None, mutates=False, scalars=True):
+                 inplace=False, operators=(), kernel=None, rule=None, returns=None, mutates=False, scalars=True,
+                 scalar_first=False):
         if name in REGISTRY:
             raise RuntimeError(f"op '{name}' is registered twice")
         self.name, self.impl, self.kind = name, impl, kind
@@ -63,6 +64,7 @@ class Op:
         self.returns = collections.namedtuple(name, returns) if returns else None
         self.mutates = mutates  # the implementation writes into its first argument's array
         self.scalars = scalars  # elementwise: whether operands after the first may be Python numbers
+        self.scalar_first = scalar_first  # elementwise: whether the first may be one (torch.mul(2, t))
         self.vjp_fn = None
         self.fn = _make_function(self)
         REGISTRY[name] = self
@@ -321,12 +323,16 @@ _POSITION = ("input", "other")
 def _check_operands(op, operands):
     """PyTorch's TypeError for a public call whose operands its signature does not take."""
     for i, x in enumerate(operands):
-        if not isinstance(x, Tensor) and (i == 0 or not op.scalars):
+        if not isinstance(x, Tensor) and not (op.scalars if i else op.scalar_first):
             raise TypeError(f"{op.name}(): argument '{_POSITION[min(i, 1)]}' (position {i + 1}) must be Tensor, "
                             f"not {type(x).__name__}")
+    if not any(isinstance(x, Tensor) for x in operands):
+        raise TypeError(f"{op.name}(): argument 'input' (position 1) must be Tensor, not {type(operands[0]).__name__}")
 
 
 def _elementwise_slow(op, operands, kwargs, out, mode):
+    if mode == "inplace" and not isinstance(operands[0], Tensor):
+        raise TypeError(f"{op.name}_(): argument 'input' (position 1) must be Tensor, not {type(operands[0]).__name__}")
     if mode == "out":
         if not (op.scalars and operands and type(operands[0]) is Tensor):  # (else nothing to check)
             _check_operands(op, operands)
@@ -467,17 +473,44 @@ def _general_call(op, args, kwargs, out, mode):
     return general_impl(call)
 
 
+_ARGUMENT_ERRORS = (AttributeError, TypeError, ValueError, IndexError, KeyError)
+
+
+def _not_a_tensor(op, args, error):
+    """PyTorch's TypeError when a general op failed on a first argument that is no tensor (nor a sequence, as
+    cat's is); None when that is not the cause. Checked only after a failure, so calls pay nothing for it."""
+    if not args or isinstance(args[0], (Tensor, list, tuple)):
+        return None
+    if isinstance(error, TypeError) and "must be" in str(error):  # already PyTorch's refusal
+        return None
+    names = op.impl.__code__.co_varnames[1:op.impl.__code__.co_argcount]
+    return TypeError(f"{op.name}(): argument '{names[0] if names else 'input'}' (position 1) must be Tensor, "
+                     f"not {type(args[0]).__name__}")
+
+
 def _make_general(op):
     mode = "inplace" if op.mutates else None
 
     def fn(*args, out=None, **kwargs):  # (_general_call inlined: one frame less on every call)
         call = Call(op, args, kwargs, mode if out is None else "out", out)
-        if FORCED[0] or _any_requires_grad(args, kwargs):
-            return run_layers(call, general_impl)
-        return general_impl(call)
+        try:
+            if FORCED[0] or _any_requires_grad(args, kwargs):
+                return run_layers(call, general_impl)
+            return general_impl(call)
+        except _ARGUMENT_ERRORS as e:
+            refusal = _not_a_tensor(op, args, e)
+            if refusal is None:
+                raise
+            raise refusal from None
 
     def inplace(self, *args, **kwargs):
-        return _general_call(op, (self,) + args, kwargs, None, "inplace")
+        try:
+            return _general_call(op, (self,) + args, kwargs, None, "inplace")
+        except _ARGUMENT_ERRORS as e:
+            refusal = _not_a_tensor(op, (self,), e)
+            if refusal is None:
+                raise
+            raise refusal from None
 
     op.inplace_fn = inplace
     return fn

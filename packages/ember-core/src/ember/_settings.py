@@ -20,6 +20,7 @@ import warnings
 
 from . import _dtype as D
 from . import _factory
+from ._tensor import Tensor
 from .backends.cuda import get_float32_matmul_precision, set_float32_matmul_precision
 
 __all__ = ["set_num_threads", "get_num_threads", "set_num_interop_threads", "get_num_interop_threads",
@@ -177,6 +178,8 @@ def fill_(input, value):
 
 
 def zero_(input):
+    if not isinstance(input, Tensor):
+        raise TypeError(f"zero_(): argument 'input' (position 1) must be Tensor, not {type(input).__name__}")
     return input.zero_()
 
 

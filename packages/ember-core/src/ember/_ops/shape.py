@@ -288,7 +288,10 @@ def _joined_dtype(xp, tensors):
 @op("cat")
 def cat(xp, tensors, dim=0):
     """Concatenate along an existing dim (1-D empty tensors are skipped, as in PyTorch)."""
-    if not isinstance(tensors, (list, tuple)) or not tensors:
+    if not isinstance(tensors, (list, tuple)):
+        raise TypeError(f"cat(): argument 'tensors' (position 1) must be tuple of Tensors, not "
+                        f"{'Tensor' if hasattr(tensors, 'shape') else type(tensors).__name__}")
+    if not tensors:
         raise ValueError("torch.cat(): expected a non-empty list of Tensors")
     for i, t in enumerate(tensors):
         if t.ndim == 0:
@@ -343,7 +346,10 @@ concatenate.vjp(cat.vjp_fn)
 @op("stack")
 def stack(xp, tensors, dim=0):
     """Join tensors of equal shape along a new dim."""
-    if not isinstance(tensors, (list, tuple)) or not tensors:
+    if not isinstance(tensors, (list, tuple)):
+        raise TypeError(f"stack(): argument 'tensors' (position 1) must be tuple of Tensors, not "
+                        f"{'Tensor' if hasattr(tensors, 'shape') else type(tensors).__name__}")
+    if not tensors:
         raise RuntimeError("stack expects a non-empty TensorList")
     for i, t in enumerate(tensors):
         if t.shape != tensors[0].shape:
