@@ -23,9 +23,30 @@ def mm_bf16():
                  m=_libs())
 
 
+@benchmark("mm 512x512 float16", goal=1.5)
+def mm_f16():
+    return _both("m.mm(a, b)", a=_pair(512, 512, dtype="float16"), b=_pair(512, 512, seed=1, dtype="float16"),
+                 m=_libs())
+
+
 @benchmark("mm 1024x1024 float32", goal=1.1)
 def mm_f32():
     return _both("m.mm(a, b)", repeat=5, a=_pair(1024, 1024), b=_pair(1024, 1024, seed=1), m=_libs())
+
+
+@benchmark("addmm 256x512 @ 512x512 + bias bfloat16", goal=1.5)
+def addmm_bias_bf16():
+    # autocast's linear: the bias is converted before it broadcasts over the product
+    return _both("m.addmm(c, a, b)", c=_pair(512, seed=2, dtype="bfloat16"), a=_pair(256, 512, dtype="bfloat16"),
+                 b=_pair(512, 512, seed=1, dtype="bfloat16"), m=_libs())
+
+
+@benchmark("mm 512x512 float32 backward, one operand requiring grad", goal=1.5)
+def mm_backward_one():
+    a, b = _pair(512, 512), _pair(512, 512, seed=1)
+    for t in b:
+        t.requires_grad_()
+    return _both("m.mm(a, b).backward(g)", a=a, b=b, g=_pair(512, 512, seed=2), m=_libs())
 
 
 @benchmark("linalg.solve 64 x (32x32) float64", goal=1.5)

@@ -1,13 +1,17 @@
 """Matrix and vector products, einsum, tensordot, kron, trace, cross, norms and matrix functions."""
 import builtins
 import math
+import types
 
 import numpy as np
 
 from .. import _dtype as D
 from .. import _factory
 from .. import _promotion as P
+from .._halfcast import narrow, widen
 from .._registry import REGISTRY, TORCH_NAME, op
+from .._tensor import Tensor
+from .arithmetic import saves
 
 _HALF = (np.dtype(np.float16), D.bfloat16.np)
 # the C++ type names PyTorch's matmul errors print
@@ -23,8 +27,9 @@ def tname(a):
 
 
 def upcast(a):
-    """Half-precision arrays as float32 (NumPy has no half BLAS); others unchanged."""
-    return a.astype(np.float32) if a.dtype in _HALF else a
+    """Half-precision arrays as float32 (NumPy has no half BLAS; widen: NumPy's own float16 cast is slow), in
+    their layout (a transposed operand stays a BLAS operand as it stands); others unchanged."""
+    return widen(a) if a.dtype in _HALF else a
 
 
 def _check_matmul(a, b):
@@ -54,7 +59,21 @@ def _mm(xp, a, b):
 
 
 def _rounded(r, dtype):
-    return r if r.dtype == dtype else r.astype(dtype)
+    return r if r.dtype == dtype else narrow(r, dtype)
+
+
+def _wanted(ctx):
+    """nn_misc.wanted (imported here: nn_misc imports this module)."""
+    from .nn_misc import wanted
+    return wanted(ctx)
+
+
+def _factors_saved(args):
+    """A product's gradient of one factor reads the other: keep a factor only if the other requires grad
+    (a leading ``input`` of the add* ops is never read)."""
+    *lead, a, b = args
+    return ((None,) * len(lead) + (a if isinstance(b, Tensor) and b._rg else None,
+                                   b if isinstance(a, Tensor) and a._rg else None))
 
 
 @op("matmul", operators=("__matmul__", "__rmatmul__"))
@@ -71,23 +90,25 @@ def H(t):
 
 
 @matmul.vjp
+@saves(out=False)  # both operands: their dims choose the formula
 def _(ctx, g):
     a, b = ctx.args
+    wa, wb = _wanted(ctx)[:2]
     if a.dim() == 1 and b.dim() == 1:
-        return g * b.conj(), g * a.conj()
+        return g * b.conj() if wa else None, g * a.conj() if wb else None
     if a.dim() == 1:
-        ga = (g.unsqueeze(-2) @ H(b)).squeeze(-2)
-        gb = a.conj().unsqueeze(-1) @ g.unsqueeze(-2)
+        ga = (g.unsqueeze(-2) @ H(b)).squeeze(-2) if wa else None
+        gb = a.conj().unsqueeze(-1) @ g.unsqueeze(-2) if wb else None
     elif b.dim() == 1:
-        ga = g.unsqueeze(-1) @ b.conj().unsqueeze(-2)
-        gb = (H(a) @ g.unsqueeze(-1)).squeeze(-1)
+        ga = g.unsqueeze(-1) @ b.conj().unsqueeze(-2) if wa else None
+        gb = (H(a) @ g.unsqueeze(-1)).squeeze(-1) if wb else None
     elif b.dim() == 2 and a.dim() == 2 and not b.dtype.is_complex and not b.is_contiguous() and b.mT.is_contiguous():
         # b is a transposed matrix (linear's weight.t()): its gradient in the same layout, so the one
         # transposing back to the weight is contiguous and needs no strided copy
-        ga, gb = g @ b.mT, (g.mT @ a).mT
+        ga, gb = g @ b.mT if wa else None, (g.mT @ a).mT if wb else None
     else:
-        ga, gb = g @ H(b), H(a) @ g
-    return ga.sum_to_size(a.shape), gb.sum_to_size(b.shape)
+        ga, gb = g @ H(b) if wa else None, H(a) @ g if wb else None
+    return (ga.sum_to_size(a.shape) if wa else None), (gb.sum_to_size(b.shape) if wb else None)
 
 
 # ---- the mm family ------------------------------------------------------------------------------
@@ -165,7 +186,7 @@ def dot(xp, input, tensor):
 def vdot(xp, input, other):
     """Inner product of two 1-D tensors, conjugating the first."""
     _check_dot("vdot", input, other)
-    return _rounded(_mm(xp, xp.conj(input), other), input.dtype)
+    return _rounded(_mm(xp, xp.conj(input) if input.dtype.kind == "c" else input, other), input.dtype)
 
 
 @op("inner")
@@ -194,7 +215,7 @@ def outer(xp, input, vec2):
         if v.ndim != 1:
             raise RuntimeError(f"outer: Expected 1-D argument {name}, but got {v.ndim}-D")
     dt = _promoted(input, vec2)
-    return _rounded(upcast(input.astype(dt))[:, None] * upcast(vec2.astype(dt))[None, :], dt)
+    return _rounded(upcast(input.astype(dt, copy=False))[:, None] * upcast(vec2.astype(dt, copy=False))[None, :], dt)
 
 
 @op("ger")
@@ -204,9 +225,11 @@ def ger(xp, input, vec2):
 
 
 @dot.vjp
+@saves(args=_factors_saved, out=False)
 def _(ctx, g):
     a, b = ctx.args
-    return g * b.conj(), g * a.conj()
+    wa, wb = _wanted(ctx)[:2]
+    return g * b.conj() if wa else None, g * a.conj() if wb else None
 
 
 @vdot.vjp
@@ -216,13 +239,22 @@ def _(ctx, g):
 
 
 @mm.vjp
+@saves(args=_factors_saved, out=False)
 def _(ctx, g):
     a, b = ctx.args
-    return g @ H(b), H(a) @ g
+    wa, wb = _wanted(ctx)[:2]
+    return g @ H(b) if wa else None, H(a) @ g if wb else None
 
 
 bmm.vjp(mm.vjp_fn)
-mv.vjp(matmul.vjp_fn)
+
+
+@mv.vjp
+@saves(args=_factors_saved, out=False)
+def _(ctx, g):
+    a, b = ctx.args
+    wa, wb = _wanted(ctx)[:2]
+    return g.unsqueeze(-1) * b.conj() if wa else None, H(a) @ g if wb else None
 
 
 @inner.vjp
@@ -235,9 +267,12 @@ def _(ctx, g):
 
 
 @outer.vjp
+@saves(args=_factors_saved, out=False)
 def _(ctx, g):
     a, b = ctx.args
-    return (g * b.conj()).sum(-1), (g * a.conj().unsqueeze(-1)).sum(0)
+    wa, wb = _wanted(ctx)[:2]
+    # elementwise, not matmul: the operands may differ in dtype (outer promotes)
+    return (g * b.conj()).sum(-1) if wa else None, (g * a.conj().unsqueeze(-1)).sum(0) if wb else None
 
 
 ger.vjp(outer.vjp_fn)
@@ -262,7 +297,7 @@ def _add_scaled(xp, name, input, prod, dtype, beta, alpha):
         raise RuntimeError(f"self and mat2 must have the same dtype, but got {tname(input)} and "
                            f"{TORCH_NAME[D.from_np(dtype)]}")
     try:
-        base = xp.broadcast_to(input, prod.shape)
+        base = xp.broadcast_to(input, prod.shape)  # checks the shapes (and serves bool)
     except ValueError:
         raise RuntimeError(f"The expanded size of the tensor ({prod.shape[-1]}) must match the existing size "
                            f"({input.shape[-1]}) at non-singleton dimension {input.ndim - 1}.  Target sizes: "
@@ -272,8 +307,9 @@ def _add_scaled(xp, name, input, prod, dtype, beta, alpha):
         r = (base & builtins.bool(beta)) | (prod & builtins.bool(alpha)) if beta else prod & builtins.bool(alpha)
     else:
         r = prod * alpha if alpha != 1 else prod
-        if beta:  # every caller hands a fresh product: accumulate into it
-            r += upcast(base) * beta if beta != 1 else upcast(base)
+        if beta:  # every caller hands a fresh product: accumulate into it, converting ``input`` before it
+            # broadcasts (a bias: its few elements, not the product's many)
+            r += upcast(input) * beta if beta != 1 else upcast(input)
     return _rounded(xp.asarray(r), dtype)
 
 
@@ -318,9 +354,7 @@ def addr(xp, input, vec1, vec2, *, beta=1, alpha=1):
     for name, v in (("beta", beta), ("alpha", alpha)):
         if vec1.dtype.kind in "iub" and isinstance(v, float):
             raise RuntimeError(f"For integral input tensors, argument {name} must not be a floating point number.")
-    prod = upcast(vec1)[:, None] * upcast(vec2)[None, :]
-    if vec1.dtype == np.bool_:
-        prod = vec1[:, None] & vec2[None, :]
+    prod = vec1[:, None] & vec2[None, :] if vec1.dtype == np.bool_ else upcast(vec1)[:, None] * upcast(vec2)[None, :]
     return _add_scaled(xp, "addr", input, prod, vec1.dtype, beta, alpha)
 
 
@@ -329,28 +363,33 @@ def _scales(ctx):
 
 
 def _scaled_vjp(product_vjp):
-    """VJP of ``beta * input + alpha * product(a, b)`` from the product's VJP."""
+    """VJP of ``beta * input + alpha * product(a, b)`` from the product's VJP (``input``'s gradient in the
+    product's shape: autograd sums it back)."""
+    @saves(args=_factors_saved, out=False)
     def vjp(ctx, g):
         beta, alpha = _scales(ctx)
-        inp, a, b = ctx.args[:3]
-        inner_ctx = type("Ctx", (), {"args": (a, b), "kwargs": {}, "out": None})
-        ga, gb = product_vjp(inner_ctx, g * alpha if alpha != 1 else g)
-        return (g * beta if beta != 1 else g).sum_to_size(inp.shape), ga, gb
+        want = _wanted(ctx)
+        inner = types.SimpleNamespace(args=ctx.args[1:3], kwargs={}, needs_input_grad=want[1:3])
+        ga, gb = product_vjp(inner, g * alpha if alpha != 1 else g) if want[1] or want[2] else (None, None)
+        return (g * beta if beta != 1 else g) if want[0] else None, ga, gb
     return vjp
 
 
 addmm.vjp(_scaled_vjp(mm.vjp_fn))
 baddbmm.vjp(_scaled_vjp(mm.vjp_fn))
-addmv.vjp(_scaled_vjp(matmul.vjp_fn))
+addmv.vjp(_scaled_vjp(mv.vjp_fn))
 addr.vjp(_scaled_vjp(outer.vjp_fn))
 
 
 @addbmm.vjp
+@saves(args=_factors_saved, out=False)
 def _(ctx, g):
     beta, alpha = _scales(ctx)
-    inp, a, b = ctx.args[:3]
-    g2 = (g * alpha).unsqueeze(0)
-    return (g * beta).sum_to_size(inp.shape), g2 @ H(b), H(a) @ g2
+    want = _wanted(ctx)
+    a, b = ctx.args[1:3]
+    g2 = (g * alpha if alpha != 1 else g).unsqueeze(0)
+    return ((g * beta if beta != 1 else g) if want[0] else None, g2 @ H(b) if want[1] else None,
+            H(a) @ g2 if want[2] else None)
 
 
 # ---- einsum and tensordot ---------------------------------------------------------------------
