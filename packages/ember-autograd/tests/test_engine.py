@@ -456,3 +456,73 @@ def test_fused_vjps_without_a_graph_match_torch(dtype):
             # (1 - y*y near y = 1 magnifies the last-bit differences of float32 tanh between NumPy and torch)
             rtol, atol = {"float64": (1e-10, 0), "float32": (1e-4, 1e-7)}.get(dtype, (2e-2, 1e-3))
             np.testing.assert_allclose(*grads, rtol=rtol, atol=atol)
+
+
+@pytest.mark.parametrize("name", ["tanh", "sigmoid"])
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
+def test_double_backward_of_tanh_and_sigmoid_matches_torch(dtype, name):
+    # one fused node (the VJP op) whose VJP folds gradients broadcast from one value (sum's) into a scalar
+    rng = np.random.default_rng(1)
+    v, w, u = rng.standard_normal((3, 5)) * 2, rng.standard_normal((3, 5)), rng.standard_normal(5)
+    v[0, 0] = np.nan
+    for first, second in ((None, None), (w, None), (None, u), (w, u)):
+        got = []
+        for lib in (ember, torch):
+            x = lib.tensor(v, dtype=getattr(lib, dtype), requires_grad=True)
+            y = getattr(x, name)()
+            out = y.sum() if first is None else (y * lib.tensor(first, dtype=x.dtype)).sum()
+            g, = lib.autograd.grad(out, x, create_graph=True)
+            (g.sum() if second is None else (g * lib.tensor(second, dtype=x.dtype)).sum()).backward()
+            got.append((g.detach().to(lib.float64).numpy(), x.grad.to(lib.float64).numpy()))
+        rtol, atol = {"float64": (1e-10, 0), "float32": (1e-4, 1e-6)}.get(dtype, (2e-2, 1e-3))
+        for a, b in zip(*got):
+            np.testing.assert_allclose(a, b, rtol=rtol, atol=atol)
+
+
+def test_leaf_takes_an_unshared_gradient_and_adds_later_ones_in_place():
+    x = ember.randn(6, requires_grad=True)
+    (x * 3).sum().backward()  # the gradient only the engine holds becomes x.grad without a copy
+    grad = x.grad
+    (x * 2).sum().backward()  # added in place, as torch's (a holder of the old .grad sees the sum)
+    assert x.grad is grad
+    np.testing.assert_allclose(grad.numpy(), np.full(6, 5.0))
+    # a gradient also held elsewhere is copied: the user's tensor, or one a VJP hands to two leaves
+    a, b = ember.randn(4, requires_grad=True), ember.randn(4, requires_grad=True)
+    root = ember.ones(4)
+    (a + 0).backward(root)
+    (a + b).backward(root)
+    a.grad.add_(1), b.grad.add_(10)
+    np.testing.assert_allclose(root.numpy(), np.ones(4))
+    np.testing.assert_allclose(a.grad.numpy(), np.full(4, 3.0))
+    np.testing.assert_allclose(b.grad.numpy(), np.full(4, 11.0))
+    # as torch's, also a .grad that requires grad (from create_graph) is added to in place
+    for lib in (ember, torch):
+        x = lib.tensor([1.0, -2.0, 3.0], requires_grad=True)
+        (x * x).sum().backward(create_graph=True)
+        kept = x.grad
+        (x * 1).sum().backward()
+        assert x.grad is kept and x.grad.requires_grad
+        np.testing.assert_allclose(x.grad.detach().numpy(), [3.0, -3.0, 7.0])
+
+
+def test_vjps_write_into_donated_gradients_only_when_nobody_else_holds_them():
+    # mul's and exp's VJPs reuse the array of a gradient only the engine holds; one a hook, retain_grad or
+    # autograd.grad keeps stays as it was
+    rng = np.random.default_rng(2)
+    v, w = rng.standard_normal((4, 3)), rng.standard_normal(3)
+    got = []
+    for lib in (ember, torch):
+        x = lib.tensor(v, dtype=lib.float32, requires_grad=True)
+        seen = []
+        a = (x * 1.5).exp()
+        a.retain_grad()
+        b = a * lib.tensor(w, dtype=lib.float32)
+        b.register_hook(seen.append)
+        c = (b * 2).exp() * 0.5
+        c.sum().backward()
+        y = (x * 3).exp() * 2
+        gy, = lib.autograd.grad(y.sum(), y, retain_graph=True)
+        y.backward(gy)
+        got.append([x.grad, a.grad, seen[0], gy])
+    for e, t in zip(*got):
+        np.testing.assert_allclose(e.numpy(), t.numpy(), rtol=1e-5)

@@ -1,6 +1,9 @@
 """Op table lines of the elementwise math family: unary math, complex helpers, binary and ternary math."""
 import numpy as np
+import torch
 from optable import FLOATS, NC, NUMERIC, Line, T, binary, fn, meth, unary, values
+
+from ember._registry import REGISTRY
 
 REALS = ("float32", "float64")
 NO_HALF = ("float32", "float64", "bfloat16", "int64", "bool")
@@ -166,6 +169,28 @@ def addcs(dtype, rng):
             ((a, b, values(dtype, (5,), rng)), {})]
 
 
+def backward_call(name):
+    """ember's VJP op ``_<name>_backward`` against torch's aten.<name>_backward."""
+    def call(m, grad, out):
+        if m is torch:
+            return getattr(torch.ops.aten, f"{name}_backward")(grad, out)
+        return REGISTRY[f"_{name}_backward"].fn(grad, out)
+    call.direct = True
+    return call
+
+
+def act_backwards(act):
+    """(grad, ``act`` output) pairs: same shape, broadcast both ways, non-contiguous, NaN/inf, empty, 0-d."""
+    return lambda dtype, rng: _act_backwards(act, dtype, rng)
+
+
+def _act_backwards(act, dtype, rng):
+    v = lambda *s: values(dtype, s, rng, special=True)  # noqa: E731
+    y = act(values(dtype, (3, 4), rng))
+    return [((v(3, 4), y), {}), ((v(4), y), {}), ((v(3, 4), y[0]), {}), ((NC(v(4, 3)), NC(y.T.copy())), {}),
+            ((v(0, 4), v(0, 4)), {}), ((v(), v()), {}), ((v(3, 4), v(3)), {})]
+
+
 UNARY_FLOAT = ["exp", "exp2", "expm1", "sin", "cos", "tan", "atan", "sinh", "cosh", "tanh", "asinh", "arctan",
                "arcsinh", "sigmoid", "reciprocal", "deg2rad", "rad2deg"]
 UNARY_POSITIVE = ["log", "log2", "log10", "log1p", "sqrt", "rsqrt", "acosh", "arccosh"]
@@ -174,6 +199,9 @@ ROUNDING = ["ceil", "floor", "trunc", "fix"]
 PREDICATES = ["isfinite", "isinf", "isnan", "isneginf", "isposinf", "isreal", "signbit"]
 
 LINES = [Line(n, fn(n), unary) for n in UNARY_FLOAT] + [
+    Line("_tanh_backward", backward_call("tanh"), act_backwards(np.tanh), dtypes=FLOATS),
+    Line("_sigmoid_backward", backward_call("sigmoid"), act_backwards(lambda a: 1 / (1 + np.exp(-a))),
+         dtypes=FLOATS)] + [
     Line(n, fn(n), positive_unary) for n in UNARY_POSITIVE] + [
     Line(n, fn(n), unit_unary) for n in UNARY_UNIT] + [
     Line(n, fn(n), unary, dtypes=NUMERIC + ("bool",)) for n in ROUNDING] + [

@@ -6,6 +6,7 @@ dependency counts, so a node runs once all the gradients flowing into it are sum
 """
 import heapq
 import itertools
+import sys
 import traceback
 import weakref
 
@@ -37,7 +38,8 @@ class SavedContext:
     does not read, and ``saves_out`` False. Only what it reads is kept (and checked for in-place changes),
     so a graph holds no more memory than its backward needs."""
 
-    __slots__ = ("_args", "kwargs", "_outs", "_single", "_inputs", "_versions", "_node", "_pargs", "_pout")
+    __slots__ = ("_args", "kwargs", "_outs", "_single", "_inputs", "_versions", "_node", "_pargs", "_pout",
+                 "grad_donated")
 
     def __init__(self, args, kwargs, node, inputs, outputs, single, vjp):
         saves = getattr(vjp, "saves_args", True)
@@ -51,6 +53,7 @@ class SavedContext:
         self._outs = [(o._data, o._version) for o in outputs]
         self._pargs = self._pout = None  # args and out cut from the graph, made once (when read) for VJPs run
         # without create_graph
+        self.grad_donated = False  # set while the VJP runs: it may write into the gradient's array (see _unshared)
         self._versions = ([t._version[0] for t in inputs], [o._version[0] for o in outputs])
 
     def _check(self, which):
@@ -300,16 +303,43 @@ class AccumulateGrad(Node):
         v = self._variable()
         if v is None:
             return
-        if v.grad is None:
-            # a VJP may hand the same tensor to several inputs: own a copy unless building a graph
-            v.grad = g if create_graph else Tensor._wrap(g._data.copy())
+        have = v.grad
+        if have is None:
+            # a gradient held elsewhere (a VJP may hand one tensor to several inputs) is copied unless building
+            # a graph
+            v.grad = g if create_graph or _unshared(g) else Tensor._wrap(g._data.copy())
+        elif create_graph:
+            v.grad = have + g
+        elif _addable_in_place(have._data, g._data):
+            have._data += g._data  # in place, as PyTorch's (even when .grad requires grad): no new array per backward
+            have._version[0] += 1
         else:
-            v.grad = v.grad + g if create_graph else Tensor._wrap(v.grad._data + g._data)
+            v.grad = Tensor._wrap(have._data + g._data)
         for hook in self._post_hooks or ():
             hook(v)
 
     def release(self):
         pass
+
+
+def _unshared(g, refs=4):
+    """Whether nothing but the engine holds gradient ``g`` and its array, which it owns (C-contiguous, as a
+    copy would be): a leaf may then take it as its ``.grad`` without a copy, a VJP may write into it
+    (``ctx.grad_donated``). ``refs``: the references to ``g`` the engine's own make (its list of the node's
+    gradients, ours, getrefcount's and, from accumulate, its argument); the array's: g's, ours, getrefcount's."""
+    d = g._data
+    return (type(g) is Tensor and type(d) is ndarray and not g._rg and d.base is None and d.flags.owndata
+            and d.flags.writeable and d.flags.c_contiguous and sys.getrefcount(d) == 3
+            and sys.getrefcount(g) == refs)
+
+
+def _addable_in_place(have, new):
+    """Whether gradient ``new`` may be added into array ``have`` in place: same kind of array, shape and a
+    dtype that needs no rounding through float32; ``have`` writable and without overlapping elements."""
+    d = have.dtype
+    return (type(have) is type(new) and d is new.dtype and d.kind in "fc" and d.itemsize >= 4
+            and have.shape == new.shape and getattr(have.flags, "writeable", True)
+            and (have.flags.c_contiguous or have.flags.f_contiguous))
 
 
 class _Handle:
@@ -427,8 +457,19 @@ def run_backward(roots, grad_roots, retain_graph=False, create_graph=False, inpu
             if needed is not None and node not in needed:
                 continue
             n_out = len(outs)
-            if outs[0] is not None if n_out == 1 else all(g is not None for g in outs):
-                next_grads = _apply(node, outs)  # (`None in outs` would call Tensor.__eq__)
+            if n_out == 1 and outs[0] is not None:
+                ctx = node._ctx
+                # (hooks read outs after the VJP; custom Functions' contexts take no donation)
+                if not create_graph and node._hooks is None and type(ctx) is SavedContext and _unshared(outs[0], 3):
+                    ctx.grad_donated = True
+                    try:
+                        next_grads = _apply(node, outs)
+                    finally:
+                        ctx.grad_donated = False
+                else:
+                    next_grads = _apply(node, outs)
+            elif n_out > 1 and all(g is not None for g in outs):  # (`None in outs` would call Tensor.__eq__)
+                next_grads = _apply(node, outs)
             elif n_out == 1 or all(g is None for g in outs):
                 next_grads = [None] * len(node.next_functions)
             else:
@@ -446,6 +487,7 @@ def run_backward(roots, grad_roots, retain_graph=False, create_graph=False, inpu
                 left = deps[nxt] = deps[nxt] - 1
                 if not left:
                     heappush(ready, (-nxt.seq, id(nxt), nxt))
+            next_grads = g = None  # (so a leaf may take a gradient only the engine holds, see _unshared)
     finally:
         mode.enabled = enabled
     if inputs is not None:

@@ -100,10 +100,35 @@ def _mul_saved(args):
 def _(ctx, g):
     a, b = ctx.args
     wa, wb = _wanted(ctx)
+    if wa != wb:
+        ga = into_grad(ctx, g, b if wa else a)
+        if ga is not None:
+            return (ga, None) if wa else (None, ga)
     ga = g * _conj(b) if wa else None
     if wb and ga is not None and (a is b or (not ga._rg and type(b) is Tensor and b._data is a._data)):
         return ga, ga  # x * x: both gradients are the same (without a graph, equal arrays suffice)
     return ga, g * _conj(a) if wb else None
+
+
+_INTO = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def into_grad(ctx, g, other):
+    """``g * other`` written into ``g``'s array when the engine donates it to the VJP (``ctx.grad_donated``: no
+    graph is built and nothing else holds it) and the product keeps its shape and float32/float64 dtype: no
+    new array per backward step. None otherwise. Only for a VJP reading ``g`` once."""
+    d = g._data
+    if not getattr(ctx, "grad_donated", False) or d.dtype not in _INTO:
+        return None
+    if type(other) is Tensor:
+        o = other._data
+        if other._rg or o.dtype is not d.dtype or o.ndim > d.ndim or np.broadcast_shapes(o.shape, d.shape) != d.shape:
+            return None
+        other = o
+    elif type(other) not in (float, int):
+        return None
+    np.multiply(d, other, out=d)
+    return g
 
 
 def _conj(x):

@@ -10,8 +10,8 @@ from .. import _dtype as D
 from .. import _promotion as P
 from .._registry import TORCH_NAME, compute_dtype, elementwise, op
 from .._tensor import Tensor
+from .arithmetic import _wanted, into_grad, neg, quiet, saves
 from .arithmetic import abs as abs_op
-from .arithmetic import neg, quiet, saves
 from .comparison import clamp, where
 
 _HALF = (D.float16, D.bfloat16)
@@ -78,7 +78,9 @@ def exp(xp, a):
 @exp.vjp
 @saves(args=False)
 def _(ctx, g):
-    return (chain(g, ctx.out),)
+    y = ctx.out
+    r = into_grad(ctx, g, y)
+    return (chain(g, y) if r is None else r,)
 
 
 @elementwise("exp2", rule="float")
@@ -344,7 +346,59 @@ def _(ctx, g):
         _backend.xp_of(t).subtract(1, t, out=t)
         t *= g._data
         return (Tensor._wrap(t),)
-    return (chain(g, 1 - y * y),)
+    if y.is_complex():
+        return (chain(g, 1 - y * y),)
+    return (_tanh_backward(g, y),)  # one node when differentiated again
+
+
+@elementwise("_tanh_backward", scalars=False, method=False, function=False, inplace=False)
+def _tanh_backward(xp, grad, output):
+    """tanh's VJP ``grad * (1 - output**2)`` from tanh's output, as one op (a double backward then records one
+    node, whose own VJP computes each gradient in few passes)."""
+    t = output * output
+    if not t.ndim:  # (0-d arrays compute to NumPy scalars)
+        return grad * (1 - t)
+    xp.subtract(1, t, out=t)
+    return _times(xp, t, grad)
+
+
+def _times(xp, t, f):
+    """``t * f``, into the temporary ``t`` when the shape allows; no pass at all for a factor broadcast from
+    a single 1 (the gradient of a sum)."""
+    if t.shape != np.broadcast_shapes(t.shape, f.shape):
+        return t * f
+    if f.size and not any(f.strides) and f[(0,) * f.ndim] == 1:
+        return t
+    return xp.multiply(t, f, out=t)
+
+
+@_tanh_backward.vjp
+def _(ctx, gg):
+    grad, out = ctx.args
+    need = _wanted(ctx)
+    d_out = None
+    if need[1]:
+        if _plain_pair(gg, out) and _plain_pair(grad, out):
+            d_out = Tensor._wrap(_folded_product(-2, out._data, gg._data, grad._data))
+        else:
+            d_out = gg * grad * out * -2
+    return (_tanh_backward(gg, out) if need[0] else None), d_out
+
+
+def _folded_product(c, a, *factors):
+    """``c * a * factors...`` in one fresh array; factors broadcast from a single value (a sum's gradient, zero
+    strides) join the scalar instead of costing a pass each."""
+    rest = []
+    for f in factors:
+        if f.size and not any(f.strides):
+            c = c * f[(0,) * f.ndim]
+        else:
+            rest.append(f)
+    xp = _backend.xp_of(a)
+    t = xp.multiply(a, c)
+    for f in rest:
+        t = xp.multiply(t, f, out=t) if t.shape == np.broadcast_shapes(t.shape, f.shape) else t * f
+    return t
 
 
 @elementwise("asinh", rule="float")
@@ -649,7 +703,34 @@ def _(ctx, g):
         t *= y._data
         t *= g._data
         return (Tensor._wrap(t),)
-    return (chain(g, y * (1 - y)),)
+    if y.is_complex():
+        return (chain(g, y * (1 - y)),)
+    return (_sigmoid_backward(g, y),)  # one node when differentiated again
+
+
+@elementwise("_sigmoid_backward", scalars=False, method=False, function=False, inplace=False)
+def _sigmoid_backward(xp, grad, output):
+    """sigmoid's VJP ``grad * output * (1 - output)`` from sigmoid's output, as one op (see _tanh_backward)."""
+    t = 1 - output
+    if not t.ndim:
+        return grad * output * t
+    xp.multiply(t, output, out=t)
+    return _times(xp, t, grad)
+
+
+@_sigmoid_backward.vjp
+def _(ctx, gg):
+    grad, out = ctx.args
+    need = _wanted(ctx)
+    d_out = None
+    if need[1]:  # gg * grad * (1 - 2 * out)
+        if _plain_pair(gg, out) and _plain_pair(grad, out):
+            t = out._data * -2
+            t += 1
+            d_out = Tensor._wrap(_folded_product(1, t, gg._data, grad._data))
+        else:
+            d_out = gg * grad * (1 - out * 2)
+    return (_sigmoid_backward(gg, out) if need[0] else None), d_out
 
 
 def _floating_array(xp, a, kernel):
