@@ -89,11 +89,28 @@ def test_inplace_refuses_dtype_and_shape_changes():
 
 
 def test_public_functions_refuse_numbers_where_torch_does():
-    with pytest.raises(TypeError, match=r"add\(\): argument 'input' \(position 1\) must be Tensor, not int"):
-        ember.add(2, ember.ones(2))
+    with pytest.raises(TypeError, match=r"maximum\(\): argument 'input' \(position 1\) must be Tensor, not int"):
+        ember.maximum(2, ember.ones(2))
     with pytest.raises(TypeError, match="maximum"):
         ember.maximum(ember.ones(2), 1)
+    with pytest.raises(TypeError, match=r"add\(\): argument 'input' \(position 1\) must be Tensor, not int"):
+        ember.add(2, 3)
     assert (2 - ember.ones(2)).tolist() == [1.0, 1.0]
+
+
+@pytest.mark.parametrize("name", ["add", "sub", "mul", "div", "true_divide", "floor_divide", "remainder", "pow",
+                                  "float_power", "multiply", "subtract", "divide"])
+@pytest.mark.parametrize("number", [2, 2.5, -1, True, 3j])
+@pytest.mark.parametrize("dtype", ["float32", "int64", "bool", "bfloat16"])
+def test_arithmetic_takes_a_number_first_as_torch_does(name, number, dtype):
+    outcome = []
+    for m in (torch, ember):
+        try:
+            r = getattr(m, name)(number, m.tensor([1, 2, -3]).to(getattr(m, dtype)))
+            outcome.append((str(r.dtype).split(".")[1], np.round(r.to(m.complex128).numpy(), 3).tolist()))
+        except Exception as e:  # noqa: BLE001 - the type is what is compared
+            outcome.append(type(e).__name__)
+    assert outcome[1] == outcome[0]
 
 
 @pytest.mark.parametrize("call", [

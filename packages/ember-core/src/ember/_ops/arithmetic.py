@@ -6,7 +6,7 @@ import math
 import numpy as np
 
 from .. import _dtype as D
-from .._registry import compute_dtype, elementwise, integral_only
+from .._registry import TORCH_NAME, compute_dtype, elementwise, integral_only
 from .._tensor import Tensor
 from .comparison import where
 
@@ -45,7 +45,7 @@ def _alpha_rule(name):
     return rule
 
 
-@elementwise("add", rule=_alpha_rule("add"), operators=("__add__", "__radd__", "__iadd__"))
+@elementwise("add", rule=_alpha_rule("add"), scalar_first=True, operators=("__add__", "__radd__", "__iadd__"))
 def add(xp, a, b, *, alpha=1):
     """``input + alpha * other``."""
     return xp.add(a, b if alpha == 1 else b * alpha)
@@ -69,7 +69,7 @@ def _(ctx, g):
     return g if wa else None, (g if alpha == 1 else g * alpha) if wb else None
 
 
-@elementwise("sub", rule=_alpha_rule("sub"), operators=("__sub__", "__rsub__", "__isub__"))
+@elementwise("sub", rule=_alpha_rule("sub"), scalar_first=True, operators=("__sub__", "__rsub__", "__isub__"))
 def sub(xp, a, b, *, alpha=1):
     """``input - alpha * other``."""
     return xp.subtract(a, b if alpha == 1 else b * alpha)
@@ -83,7 +83,7 @@ def _(ctx, g):
     return g if wa else None, (-g if alpha == 1 else -g * alpha) if wb else None
 
 
-@elementwise("mul", operators=("__mul__", "__rmul__", "__imul__"))
+@elementwise("mul", scalar_first=True, operators=("__mul__", "__rmul__", "__imul__"))
 def mul(xp, a, b):
     """Elementwise product."""
     return xp.multiply(a, b)
@@ -151,7 +151,7 @@ def _check_int_zero_division(xp, a, b):
         raise RuntimeError("ZeroDivisionError")
 
 
-@elementwise("div", rule=_div_rule, operators=("__truediv__", "__rtruediv__", "__itruediv__"))
+@elementwise("div", rule=_div_rule, scalar_first=True, operators=("__truediv__", "__rtruediv__", "__itruediv__"))
 @quiet
 def div(xp, a, b, *, rounding_mode=None):
     """Elementwise division; ``rounding_mode`` None (true division), "trunc" or "floor"."""
@@ -177,7 +177,7 @@ def _(ctx, g):
     return g / _conj(b), -g * _conj(a) / _conj(b * b)
 
 
-@elementwise("true_divide", rule="float")
+@elementwise("true_divide", rule="float", scalar_first=True)
 @quiet
 def true_divide(xp, a, b):
     """``div`` without rounding: integers divide to the default float dtype."""
@@ -191,7 +191,17 @@ def _(ctx, g):
     return g / b, -g * a / (b * b)
 
 
-@elementwise("floor_divide", differentiable=False, operators=("__floordiv__", "__rfloordiv__", "__ifloordiv__"))
+def _real_rule(kernel):
+    """Integers and real floats; PyTorch has no bool or complex kernel for floor division and remainder."""
+    def rule(p, dtypes, **kwargs):
+        if p is D.bool or p.is_complex:
+            raise NotImplementedError(f"\"{kernel}\" not implemented for '{TORCH_NAME[p]}'")
+        return compute_dtype(p), p
+    return rule
+
+
+@elementwise("floor_divide", rule=_real_rule("div_floor_cpu"), differentiable=False, scalar_first=True,
+             operators=("__floordiv__", "__rfloordiv__", "__ifloordiv__"))
 def floor_divide(xp, a, b):
     """Division rounded toward negative infinity."""
     b = xp.asarray(b)
@@ -199,7 +209,8 @@ def floor_divide(xp, a, b):
     return xp.floor_divide(a, b)
 
 
-@elementwise("remainder", operators=("__mod__", "__rmod__", "__imod__"))
+@elementwise("remainder", rule=_real_rule("remainder_cpu"), scalar_first=True,
+             operators=("__mod__", "__rmod__", "__imod__"))
 def remainder(xp, a, b):
     """Python-style modulus: the result has the sign of the divisor."""
     b = xp.asarray(b)
@@ -214,12 +225,19 @@ def _(ctx, g):
     return g, -g * floor_divide(a, b)
 
 
-@elementwise("pow", operators=("__pow__", "__rpow__", "__ipow__"))
+@elementwise("pow", scalar_first=True, operators=("__pow__", "__rpow__", "__ipow__"))
 @quiet
 def pow(xp, a, b):
     """``input ** exponent`` elementwise."""
+    if getattr(a, "dtype", None) == np.bool_ and (hasattr(b, "shape") and not isinstance(b, np.generic)
+                                                  or isinstance(a, np.generic)):
+        raise NotImplementedError("\"pow\" not implemented for 'Bool'")  # (bool ** Python bool is allowed)
     if isinstance(b, np.generic) and b.dtype.kind in "iu" and b < 0 and xp.asarray(a).dtype.kind in "iu":
         raise RuntimeError("Integers to negative integer powers are not allowed.")
+    if b.dtype.kind == "i" and xp.asarray(a).dtype.kind in "iu" and (b < 0).any():
+        # integer division semantics, as PyTorch: 1 and -1 keep their magnitude, any other base gives 0
+        r = xp.power(a, xp.maximum(b, 0))
+        return xp.where(b >= 0, r, xp.where(a == 1, 1, 0) + xp.where(a == -1, 1 - 2 * (b & 1), 0)).astype(r.dtype)
     return xp.power(a, b)
 
 

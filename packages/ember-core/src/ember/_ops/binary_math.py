@@ -152,7 +152,7 @@ def _float_power_rule(p, dtypes, **kwargs):
     return p, p
 
 
-@elementwise("float_power", rule=_float_power_rule)
+@elementwise("float_power", rule=_float_power_rule, scalar_first=True)
 @quiet
 def float_power(xp, a, b):
     """``input ** exponent`` computed in double precision (float64, or complex128 for complex operands)."""

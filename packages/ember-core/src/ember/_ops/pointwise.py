@@ -25,7 +25,7 @@ def alias(name, target, **options):
         return target.impl(*args, **kwargs)
     impl.__doc__ = f"Alias of ``{target.name}``."
     o = elementwise(name, rule=target.rule, differentiable=target.differentiable, scalars=target.scalars,
-                    inplace=target.inplace, **options)(impl)
+                    scalar_first=target.scalar_first, inplace=target.inplace, **options)(impl)
     if target.vjp_fn is not None:
         o.vjp(target.vjp_fn)
     return o
