@@ -30,3 +30,17 @@ def test_sums_split_over_threads_match_torch(dtype, dim, keepdim):
         a, b = getattr(e, name)(*args), getattr(t, name)(*args)
         assert str(a.dtype) == str(b.dtype).replace("torch", "ember") and tuple(a.shape) == tuple(b.shape)
         np.testing.assert_allclose(a.float().numpy(), b.float().numpy(), rtol=1e-3, atol=1e-3 * x.shape[-1] ** 0.5)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "bfloat16"])
+@pytest.mark.parametrize("layout", ["contiguous", "transposed"])
+def test_sigmoid_split_over_threads_matches_torch(dtype, layout):
+    x = np.random.default_rng(2).standard_normal((700, 801)) * 12  # beyond the size that splits in two
+    x[0, :4] = np.nan, np.inf, -np.inf, -200
+    e, t = ember.tensor(x).to(getattr(ember, dtype)), torch.tensor(x).to(getattr(torch, dtype))
+    if layout == "transposed":
+        e, t = e.t(), t.t()
+    a, b = ember.sigmoid(e), torch.sigmoid(t)
+    assert a.dtype == getattr(ember, dtype) and tuple(a.shape) == tuple(b.shape)
+    rtol = {"float32": 4e-7, "float64": 1e-12}.get(dtype, 1e-2)
+    np.testing.assert_allclose(a.double().numpy(), b.double().numpy(), rtol=rtol, atol=0, equal_nan=True)

@@ -13,6 +13,7 @@ from .._tensor import Tensor
 from .arithmetic import _wanted, into_grad, neg, quiet, saves
 from .arithmetic import abs as abs_op
 from .comparison import clamp, where
+from .selection import pool
 
 _HALF = (D.float16, D.bfloat16)
 _PLAIN = (np.dtype(np.float32), np.dtype(np.float64))
@@ -687,11 +688,31 @@ def _(ctx, g):
     return (g * ~(ctx.out <= 0),)  # NaN passes the gradient, as PyTorch's
 
 
+def _logistic(a, out=None):
+    """``1 / (1 + exp(-a))`` in one temporary (``out`` when given)."""
+    t = np.negative(a, out=out)
+    np.exp(t, out=t)
+    t += 1
+    return np.reciprocal(t, out=t)
+
+
+_SIGMOID_SPLIT = 1 << 18  # elements; 1M float32 on two cores: 0.68 -> 0.45 ms
+
+
 @elementwise("sigmoid", rule="float")
 @quiet
 def sigmoid(xp, a):
     """Logistic function ``1 / (1 + exp(-input))``."""
-    return 1 / (1 + xp.exp(-a))
+    if type(a) is not np.ndarray or a.dtype.kind != "f" or not a.ndim:
+        return 1 / (1 + xp.exp(-a))
+    if a.size < _SIGMOID_SPLIT or not a.flags.c_contiguous:
+        return _logistic(a)
+    flat, out = a.reshape(-1), np.empty_like(a)  # two halves, one on the pool (NumPy releases the GIL)
+    half, dest = flat.size // 2, out.reshape(-1)
+    job = pool().submit(_logistic, flat[half:], dest[half:])
+    _logistic(flat[:half], dest[:half])
+    job.result()
+    return out
 
 
 @sigmoid.vjp
