@@ -51,20 +51,17 @@ def add(xp, a, b, *, alpha=1):
     return xp.add(a, b if alpha == 1 else b * alpha)
 
 
-def _wanted(ctx):
-    """Whether each of the two operands needs a gradient (a Python number or a tensor that does not require grad
-    needs none: don't compute it), read from the engine's record of the call without reading the operands (add and
-    sub don't save them: changing them in place later is fine); both when called without that record."""
-    need = getattr(ctx, "needs_input_grad", None)
-    if need is None:
-        return True, True
-    return need[0], len(need) > 1 and need[1]
+def wanted(ctx):
+    """Which positional arguments of the call a VJP differentiates need a gradient (a Python number or a tensor
+    that does not require grad needs none: don't compute it), from the engine's ``needs_input_grad``; all of them
+    for a context without it, as the op table builds."""
+    return getattr(ctx, "needs_input_grad", None) or (True,) * len(ctx.args)
 
 
 @add.vjp
 @saves(args=False, out=False)
 def _(ctx, g):
-    wa, wb = _wanted(ctx)
+    wa, wb = wanted(ctx)
     alpha = ctx.kwargs.get("alpha", 1)
     return g if wa else None, (g if alpha == 1 else g * alpha) if wb else None
 
@@ -78,7 +75,7 @@ def sub(xp, a, b, *, alpha=1):
 @sub.vjp
 @saves(args=False, out=False)
 def _(ctx, g):
-    wa, wb = _wanted(ctx)
+    wa, wb = wanted(ctx)
     alpha = ctx.kwargs.get("alpha", 1)
     return g if wa else None, (-g if alpha == 1 else -g * alpha) if wb else None
 
@@ -99,7 +96,7 @@ def _mul_saved(args):
 @saves(args=_mul_saved, out=False)
 def _(ctx, g):
     a, b = ctx.args
-    wa, wb = _wanted(ctx)
+    wa, wb = wanted(ctx)
     if wa != wb:
         ga = into_grad(ctx, g, b if wa else a)
         if ga is not None:

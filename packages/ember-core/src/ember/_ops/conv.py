@@ -16,7 +16,7 @@ import numpy as np
 from .. import _kernels
 from .._registry import REGISTRY, op
 from .activation import bound, grads, tname, up
-from .nn_misc import wanted
+from .arithmetic import wanted
 
 
 def _tuple(v, n, name, error=None):

@@ -11,7 +11,7 @@ from .. import _promotion as P
 from .._halfcast import narrow, widen
 from .._registry import REGISTRY, TORCH_NAME, op
 from .._tensor import Tensor
-from .arithmetic import saves
+from .arithmetic import saves, wanted
 
 _HALF = (np.dtype(np.float16), D.bfloat16.np)
 # the C++ type names PyTorch's matmul errors print
@@ -62,12 +62,6 @@ def _rounded(r, dtype):
     return r if r.dtype == dtype else narrow(r, dtype)
 
 
-def _wanted(ctx):
-    """nn_misc.wanted (imported here: nn_misc imports this module)."""
-    from .nn_misc import wanted
-    return wanted(ctx)
-
-
 def _factors_saved(args):
     """A product's gradient of one factor reads the other: keep a factor only if the other requires grad
     (a leading ``input`` of the add* ops is never read)."""
@@ -93,7 +87,7 @@ def H(t):
 @saves(out=False)  # both operands: their dims choose the formula
 def _(ctx, g):
     a, b = ctx.args
-    wa, wb = _wanted(ctx)[:2]
+    wa, wb = wanted(ctx)[:2]
     if a.dim() == 1 and b.dim() == 1:
         return g * b.conj() if wa else None, g * a.conj() if wb else None
     if a.dim() == 1:
@@ -228,7 +222,7 @@ def ger(xp, input, vec2):
 @saves(args=_factors_saved, out=False)
 def _(ctx, g):
     a, b = ctx.args
-    wa, wb = _wanted(ctx)[:2]
+    wa, wb = wanted(ctx)[:2]
     return g * b.conj() if wa else None, g * a.conj() if wb else None
 
 
@@ -242,7 +236,7 @@ def _(ctx, g):
 @saves(args=_factors_saved, out=False)
 def _(ctx, g):
     a, b = ctx.args
-    wa, wb = _wanted(ctx)[:2]
+    wa, wb = wanted(ctx)[:2]
     return g @ H(b) if wa else None, H(a) @ g if wb else None
 
 
@@ -253,7 +247,7 @@ bmm.vjp(mm.vjp_fn)
 @saves(args=_factors_saved, out=False)
 def _(ctx, g):
     a, b = ctx.args
-    wa, wb = _wanted(ctx)[:2]
+    wa, wb = wanted(ctx)[:2]
     return g.unsqueeze(-1) * b.conj() if wa else None, H(a) @ g if wb else None
 
 
@@ -270,7 +264,7 @@ def _(ctx, g):
 @saves(args=_factors_saved, out=False)
 def _(ctx, g):
     a, b = ctx.args
-    wa, wb = _wanted(ctx)[:2]
+    wa, wb = wanted(ctx)[:2]
     # elementwise, not matmul: the operands may differ in dtype (outer promotes)
     return (g * b.conj()).sum(-1) if wa else None, (g * a.conj().unsqueeze(-1)).sum(0) if wb else None
 
@@ -368,7 +362,7 @@ def _scaled_vjp(product_vjp):
     @saves(args=_factors_saved, out=False)
     def vjp(ctx, g):
         beta, alpha = _scales(ctx)
-        want = _wanted(ctx)
+        want = wanted(ctx)
         inner = types.SimpleNamespace(args=ctx.args[1:3], kwargs={}, needs_input_grad=want[1:3])
         ga, gb = product_vjp(inner, g * alpha if alpha != 1 else g) if want[1] or want[2] else (None, None)
         return (g * beta if beta != 1 else g) if want[0] else None, ga, gb
@@ -385,7 +379,7 @@ addr.vjp(_scaled_vjp(outer.vjp_fn))
 @saves(args=_factors_saved, out=False)
 def _(ctx, g):
     beta, alpha = _scales(ctx)
-    want = _wanted(ctx)
+    want = wanted(ctx)
     a, b = ctx.args[1:3]
     g2 = (g * alpha if alpha != 1 else g).unsqueeze(0)
     return ((g * beta if beta != 1 else g) if want[0] else None, g2 @ H(b) if want[1] else None,

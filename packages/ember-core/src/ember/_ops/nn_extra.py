@@ -9,8 +9,8 @@ import numpy as np
 from .. import _factory
 from .._registry import REGISTRY, op
 from .activation import bound, grads, tname, up
+from .arithmetic import wanted
 from .comparison import where
-from .nn_misc import wanted
 
 
 # ---- recurrent cells -----------------------------------------------------------------------------

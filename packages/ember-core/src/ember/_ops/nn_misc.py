@@ -8,16 +8,11 @@ from .. import _promotion as P
 from .._random import _draws_for
 from .._registry import op
 from .activation import bound, grads, tname, up
+from .arithmetic import wanted
 from .comparison import where
 from .linalg import _add_scaled, _check_matmul, _mm, _rounded
 
 _ALPHA = 1.7580993408473766  # the SELU negative saturation value, -scale * alpha
-
-
-def wanted(ctx):
-    """Which positional arguments of the call a VJP differentiates need a gradient (the engine's
-    ``needs_input_grad``; a context without it, as the op table builds, wants them all)."""
-    return getattr(ctx, "needs_input_grad", None) or (True,) * len(ctx.args)
 
 
 # ---- linear --------------------------------------------------------------------------------------

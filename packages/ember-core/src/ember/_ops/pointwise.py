@@ -10,8 +10,8 @@ from .. import _dtype as D
 from .. import _promotion as P
 from .._registry import TORCH_NAME, compute_dtype, elementwise, op
 from .._tensor import Tensor
-from .arithmetic import _wanted, into_grad, neg, quiet, saves
 from .arithmetic import abs as abs_op
+from .arithmetic import into_grad, neg, quiet, saves, wanted
 from .comparison import clamp, where
 from .selection import pool
 
@@ -376,7 +376,7 @@ def _times(xp, t, f):
 @_tanh_backward.vjp
 def _(ctx, gg):
     grad, out = ctx.args
-    need = _wanted(ctx)
+    need = wanted(ctx)
     d_out = None
     if need[1]:
         if _plain_pair(gg, out) and _plain_pair(grad, out):
@@ -742,7 +742,7 @@ def _sigmoid_backward(xp, grad, output):
 @_sigmoid_backward.vjp
 def _(ctx, gg):
     grad, out = ctx.args
-    need = _wanted(ctx)
+    need = wanted(ctx)
     d_out = None
     if need[1]:  # gg * grad * (1 - 2 * out)
         if _plain_pair(gg, out) and _plain_pair(grad, out):

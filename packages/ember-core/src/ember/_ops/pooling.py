@@ -7,6 +7,7 @@ pooling is a convolution by a kernel of ones (im2col and one product) divided by
 average pooling multiplies each spatial dim by a small averaging matrix. Gradients: a scatter-add of the
 output gradient to the argmax positions (a plain scatter when the windows are disjoint); a transposed
 convolution by ones; the transposed averaging matrices."""
+import functools
 import math
 
 import numpy as np
@@ -111,11 +112,16 @@ def _lowest(dt):
     return -np.inf if dt.kind == "f" else np.iinfo(dt).min
 
 
-def _max_windows(xp, x, starts, kernel_name):
-    """(values, flat indices) of the maximum of each window; NaN wins, ties go to the first."""
+def _max_input(x, kernel_name):
+    """``x`` upcast for max pooling; PyTorch's NotImplementedError for bool and complex."""
     if x.dtype.kind == "b" or x.dtype.kind == "c":
         raise NotImplementedError(f"\"{kernel_name}\" not implemented for '{tname(x)}'")
-    a = up(x)
+    return up(x)
+
+
+def _max_windows(xp, x, starts, kernel_name):
+    """(values, flat indices) of the maximum of each window; NaN wins, ties go to the first."""
+    a = _max_input(x, kernel_name)
     win, flat = _gather(xp, a, starts, _lowest(a.dtype))
     am = win.argmax(-1)  # NumPy's and CuPy's argmax pick the first NaN, as PyTorch does
     k = flat.shape[-1]
@@ -197,13 +203,49 @@ def _max_pool_cupy(xp, x, k, s, p, d, out):
     return y.astype(x.dtype, copy=False), idx
 
 
-def _max_pool(xp, name, n, input, kernel_size, stride, padding, dilation, ceil_mode):
+@functools.lru_cache(maxsize=256)
+def _view_offsets(shape, k, s, d, out):
+    """Flat in-plane offset of each window element (row-major window order) and of each window's first element."""
+    plane = [math.prod(shape[i + 1:]) for i in range(len(shape))]
+    off = [sum(j * di * t for j, di, t in zip(js, d, plane)) for js in np.ndindex(*k)]
+    base = sum(np.arange(o).reshape((-1,) + (1,) * (len(out) - i - 1)) * si * t
+               for i, (o, si, t) in enumerate(zip(out, s, plane)))
+    return off, np.asarray(base, np.int64)
+
+
+def _max_views(x, k, s, d, out, indices, kernel_name):
+    """Max pooling on NumPy when every window lies inside the input: an elementwise maximum over the few strided
+    views (one per window element; NaN propagates), and, if asked, PyTorch's flat index of the maximum: the first
+    view equal to it, or the last NaN. Several times faster than copying the windows for an argmax."""
+    a = _max_input(x, kernel_name)
+    views = [a[(Ellipsis,) + tuple(slice(j * di, j * di + (o - 1) * si + 1, si) for j, di, si, o in zip(js, d, s, out))]
+             for js in np.ndindex(*k)]
+    m = np.array(views[0])
+    for v in views[1:]:
+        np.maximum(m, v, out=m)
+    if not indices:
+        return m.astype(x.dtype, copy=False), None
+    off, base = _view_offsets(a.shape[2:], k, s, d, tuple(out))
+    idx = np.full(m.shape, off[-1], np.int64)
+    for v, o in zip(views[-2::-1], off[-2::-1]):  # backwards, so the first maximum is written last
+        np.copyto(idx, o, where=v == m)
+    if a.dtype.kind == "f" and np.isnan(m).any():  # PyTorch picks the last NaN of a window
+        for v, o in zip(views, off):
+            np.copyto(idx, o, where=v != v)
+    idx += base
+    return m.astype(x.dtype, copy=False), idx
+
+
+def _max_pool(xp, name, n, input, kernel_size, stride, padding, dilation, ceil_mode, indices=True):
     x, unbatched, k, s, p, d, out = _window_params(name, input, n, kernel_size, stride, padding, dilation, ceil_mode)
     if xp is not np and (x.dtype.kind == "f" or x.dtype == D.bfloat16.np):
         v, i = _max_pool_cupy(xp, x, k, s, p, d, out)
+    elif xp is np and math.prod(k) <= 16 and not any(p) and all(
+            (o - 1) * si + (ki - 1) * di < L for L, o, ki, si, di in zip(x.shape[2:], out, k, s, d)):
+        v, i = _max_views(x, k, s, d, out, indices, f"max_pool{n}d")
     else:
         v, i = _max_windows(xp, x, _pool_grids(k, s, p, d, out), f"max_pool{n}d")
-    return (v[0], i[0]) if unbatched else (v, i)
+    return (v[0], None if i is None else i[0]) if unbatched else (v, i)
 
 
 def _scatter_max_grad(x, g, idx, n, disjoint=False):
@@ -227,7 +269,8 @@ def _max_pool_ops(n):
     def impl(xp, input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
         if n == 1 and input.dtype.kind in "iu":  # PyTorch's 1-d kernel without indices is float-only
             raise NotImplementedError(f"\"max_pool1d_impl\" not implemented for '{tname(input)}'")
-        return _max_pool(xp, f"max_pool{n}d", n, input, kernel_size, stride, padding, dilation, ceil_mode)[0]
+        return _max_pool(xp, f"max_pool{n}d", n, input, kernel_size, stride, padding, dilation, ceil_mode,
+                         indices=False)[0]
     impl.__doc__ = f"Maximum over sliding {n}-d windows (strided, padded with -inf, dilated)."
     plain = op(f"max_pool{n}d", method=False)(impl)
 
