@@ -210,7 +210,7 @@ def _view_offsets(shape, k, s, d, out):
     off = [sum(j * di * t for j, di, t in zip(js, d, plane)) for js in np.ndindex(*k)]
     base = sum(np.arange(o).reshape((-1,) + (1,) * (len(out) - i - 1)) * si * t
                for i, (o, si, t) in enumerate(zip(out, s, plane)))
-    return off, np.asarray(base, np.int64)
+    return np.asarray(off, np.int64), np.asarray(base, np.int64)
 
 
 def _max_views(x, k, s, d, out, indices, kernel_name):
@@ -226,9 +226,12 @@ def _max_views(x, k, s, d, out, indices, kernel_name):
     if not indices:
         return m.astype(x.dtype, copy=False), None
     off, base = _view_offsets(a.shape[2:], k, s, d, tuple(out))
-    idx = np.full(m.shape, off[-1], np.int64)
-    for v, o in zip(views[-2::-1], off[-2::-1]):  # backwards, so the first maximum is written last
-        np.copyto(idx, o, where=v == m)
+    miss = views[0] < m  # (never in a NaN window: those are settled below)
+    first = miss.astype(np.uint8)  # position of the first view equal to the maximum: the count of misses before it
+    for v in views[1:-1]:
+        miss &= v < m
+        first += miss
+    idx = off.take(first)
     if a.dtype.kind == "f" and np.isnan(m).any():  # PyTorch picks the last NaN of a window
         for v, o in zip(views, off):
             np.copyto(idx, o, where=v != v)
