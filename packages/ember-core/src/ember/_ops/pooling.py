@@ -120,11 +120,16 @@ def _max_input(x, kernel_name):
 
 
 def _max_windows(xp, x, starts, kernel_name):
-    """(values, flat indices) of the maximum of each window; NaN wins, ties go to the first."""
+    """(values, flat indices) of the maximum of each window; NaN wins (the last NaN, as PyTorch's scan that
+    takes ``v > best || isnan(v)``), other ties go to the first."""
     a = _max_input(x, kernel_name)
     win, flat = _gather(xp, a, starts, _lowest(a.dtype))
-    am = win.argmax(-1)  # NumPy's and CuPy's argmax pick the first NaN, as PyTorch does
+    am = win.argmax(-1)  # (NumPy's and CuPy's argmax pick the first NaN)
     k = flat.shape[-1]
+    if win.dtype.kind == "f":
+        nan = xp.isnan(win)
+        if nan.any():
+            am = xp.where(nan.any(-1), k - 1 - nan[..., ::-1].argmax(-1), am)
     values = win.reshape(-1)[xp.arange(0, win.size, k).reshape(am.shape) + am].astype(x.dtype, copy=False)
     idx = xp.asarray(flat).reshape(-1)[xp.arange(0, flat.size, k).reshape(flat.shape[:-1]) + am]
     return values, idx.astype(np.int64, copy=False)
@@ -135,7 +140,7 @@ def _pool_grids(k, s, p, d, out):
 
 
 # max pooling with indices on CuPy: one thread per output element scans its window (up to 3 spatial dims, the
-# missing ones of size 1); NaN wins, ties and all -inf windows go to the first element inside the input
+# missing ones of size 1); the last NaN wins, other ties and all -inf windows go to the first element inside the input
 _MAX_POOL_CODE = r"""
 template <typename T>
 __device__ void max_pool(const T* x, T* y, long long* idx, long long total, const long long* in,
@@ -161,7 +166,7 @@ __device__ void max_pool(const T* x, T* y, long long* idx, long long total, cons
           if (p2 < 0 || p2 >= in[2]) continue;
           long long j = (p0 * in[1] + p1) * in[2] + p2;
           T v = plane[j];
-          if (at < 0 || v > best || (v != v && best == best)) {
+          if (at < 0 || v > best || v != v) {  // a NaN always takes over: the last NaN wins, as PyTorch's
             best = v;
             at = j;
           }
