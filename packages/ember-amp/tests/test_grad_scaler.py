@@ -127,11 +127,17 @@ def test_unscale_pass_finds_every_non_finite_value():
             for where in (0, 17, 999):
                 arrays = [rng.standard_normal(n).astype(dtype) for n in (5, 1000, 3)]
                 arrays.append(rng.standard_normal((6, 4)).astype(dtype)[:, ::2])  # not contiguous
+                arrays.append(rng.standard_normal(40).astype(dtype)[::-3])  # 1-d, strided backwards
                 want = [a * dtype(0.25) for a in arrays]
                 arrays[1][where] = bad
                 assert unscale_numpy(arrays, 0.25)
                 np.testing.assert_array_equal(arrays[0], want[0])
                 np.testing.assert_array_equal(arrays[3], want[3])
+                np.testing.assert_array_equal(arrays[4], want[4])
+                for i, j in ((3, (5, 1)), (4, where % 13)):  # a non-finite value in each strided array alone
+                    clean = [a.copy() for a in want]
+                    clean[i][j] = bad
+                    assert unscale_numpy(clean, 1.0)
         clean = [rng.standard_normal(100).astype(dtype) * 1e30]
         assert not unscale_numpy(clean, 1e-30)
 

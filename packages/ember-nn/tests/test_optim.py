@@ -294,3 +294,31 @@ def test_float32_steps_skip_parameters_without_gradient(name, kwargs):
         for x, y in zip(se, st):
             assert x.dtype == np.float32
             np.testing.assert_allclose(x, y, rtol=2e-5, atol=2e-6)
+
+
+@pytest.mark.parametrize("lr", [0.1, 1.0, 0.0])
+def test_plain_sgd_mixed_dtypes_matches_torch(lr):
+    # plain SGD looks its lr operand up again only when the dtype changes: alternate dtypes and sizes,
+    # include a non-contiguous parameter and one without a gradient
+    rng = np.random.default_rng(3)
+    dtypes = ["float32", "float64", "float32", "bfloat16", "float32", "float16"]
+    data = [rng.standard_normal(n) for n in (4, 3, 5, 2, 3, 6)]
+    strided = rng.standard_normal((3, 4))
+    results = []
+    for lib in (torch, ember):
+        params = [lib.nn.Parameter(lib.tensor(d, dtype=getattr(lib, t))) for d, t in zip(data, dtypes)]
+        params.append(lib.nn.Parameter(lib.tensor(strided).t()))
+        params.append(lib.nn.Parameter(lib.ones(2)))
+        for p in params[:-1]:
+            p.grad = (lib.arange(p.numel(), dtype=p.dtype).reshape(p.shape) - 1.5) * 0.3
+        versions = [p._version for p in params] if lib is torch else [p._version[0] for p in params]
+        opt = lib.optim.SGD(params, lr=lr)
+        opt.step()
+        opt.step()
+        after = [p._version for p in params] if lib is torch else [p._version[0] for p in params]
+        results.append([(str(p.dtype).split(".")[-1], p.detach().double().tolist()) for p in params])
+        assert all(a > v for a, v in zip(after[:-1], versions[:-1])) and after[-1] == versions[-1]
+    rtol = {"bfloat16": 1e-2, "float16": 1e-3, "float32": 1e-6, "float64": 1e-12}  # a rounding step apart
+    for (want_dtype, want), (dtype, got) in zip(*results):
+        assert dtype == want_dtype
+        np.testing.assert_allclose(got, want, rtol=rtol[dtype], atol=rtol[dtype])

@@ -54,18 +54,21 @@ def unscale_numpy(arrays, inv_scale):
     dtype = arrays[0].dtype
     inv = np.array(inv_scale, dtype)  # a 0-d array operand costs a ufunc call less than a scalar
     blas = dtype.char in "fd"
-    zeros = _zeros_for(dtype, max(a.size for a in arrays)) if blas else None
     mul, isfinite = np.multiply, np.isfinite
-    check = 0.0
+    checks, n = [], -1  # summed once at the end: a Python float += NumPy scalar per array costs more
+    check = checks.append
     with np.errstate(invalid="ignore", over="ignore"):  # inf * 0 is the point of the check
         for a in arrays:
-            if blas and a.flags.c_contiguous:
-                flat = a if a.ndim == 1 else a.reshape(-1)
-                check += flat.dot(zeros[:flat.size])
-            elif not isfinite(a).all():  # other layouts and dtypes without BLAS: a boolean pass
-                check = math.nan
+            if blas:
+                if a.size != n:  # a new view of the zeros only when the size changes
+                    n = a.size
+                    z = _zeros_for(dtype, n)[:n]
+                # ravel copies a strided array: the check then reads the copy, the scaling the original
+                check((a if a.ndim == 1 else a.ravel()).dot(z))
+            elif not isfinite(a).all():  # dtypes without BLAS: a boolean pass
+                check(math.nan)
             mul(a, inv, a)
-    return not math.isfinite(check)
+    return not math.isfinite(np.add.reduce(checks, dtype=np.float64))
 
 
 def unscale_cupy(arrays, inv_scale, found_inf):

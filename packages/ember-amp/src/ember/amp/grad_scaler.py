@@ -15,6 +15,7 @@ from ._unscale import unscale_cupy, unscale_numpy
 __all__ = ["GradScaler", "OptState"]
 _CPU = ember.device("cpu")
 _F16 = np.dtype(np.float16)
+_HOST = {np.ndarray}
 
 
 class OptState(Enum):
@@ -132,21 +133,19 @@ class GradScaler:
     def _unscale_grads_(self, optimizer, inv_scale, allow_fp16):
         """Multiply every gradient of ``optimizer`` by ``inv_scale`` (a 0-d float32 array on the scale's device)
         in place, one pass per device and dtype; {device: found_inf, a 0-d float32 tensor}."""
-        per_key = {}  # CPU: numpy dtype; CUDA: (device, dtype) -> the gradients' arrays
-        for group in optimizer.param_groups:
-            for param in group["params"]:
-                g = param.grad
-                if g is None:
-                    continue
-                a = g._data
-                if a.dtype == _F16 and not allow_fp16:
-                    raise ValueError("Attempting to unscale FP16 gradients.")
-                key = a.dtype if type(a) is np.ndarray else (g.device, a.dtype)
-                arrays = per_key.get(key)
-                if arrays is None:
-                    arrays = per_key[key] = []
-                arrays.append(a)
-                g._version[0] += 1  # the arrays are scaled in place below
+        grads = [g for group in optimizer.param_groups for p in group["params"] if (g := p.grad) is not None]
+        arrays = [g._data for g in grads]
+        dtypes = {a.dtype for a in arrays}
+        if not allow_fp16 and _F16 in dtypes:
+            raise ValueError("Attempting to unscale FP16 gradients.")
+        for g in grads:
+            g._version[0] += 1  # the arrays are scaled in place below
+        if len(dtypes) == 1 and set(map(type, arrays)) == _HOST:  # the common case: no grouping needed
+            per_key = {arrays[0].dtype: arrays}
+        else:
+            per_key = {}  # CPU: numpy dtype; CUDA: (device, dtype) -> the gradients' arrays
+            for g, a in zip(grads, arrays):
+                per_key.setdefault(a.dtype if type(a) is np.ndarray else (g.device, a.dtype), []).append(a)
         found_per_device = {}
         cpu_found = None
         for key, arrays in per_key.items():

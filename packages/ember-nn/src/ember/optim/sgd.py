@@ -29,7 +29,11 @@ class SGD(Optimizer):
             lr, momentum, dampening, nesterov = lr_of(group), group["momentum"], group["dampening"], group["nesterov"]
             adjust = group["maximize"] or group["weight_decay"]
             lrs, moms = {}, {}  # the numbers as operands of each dtype met
-            for p, d in self._grads(group):
+            grads = self._grads(group)
+            if not (momentum or adjust):  # plain SGD: one in-place update per parameter, nothing else
+                _plain_step(grads, lr, lrs)
+                continue
+            for p, d in grads:
                 if adjust:
                     d = grad_of(d, p, group)
                 if momentum != 0:
@@ -47,3 +51,14 @@ class SGD(Optimizer):
                     p._data -= operand(lr, d, lrs) * d if lr != 1 else d
                 done(p)
         return loss
+
+
+def _plain_step(grads, lr, lrs):
+    """``p -= lr * d`` over [(param, gradient array)], the operand looked up again only when the dtype changes."""
+    dtype = lr_d = None
+    for p, d in grads:
+        if lr:
+            if d.dtype is not dtype:
+                dtype, lr_d = d.dtype, operand(lr, d, lrs)
+            p._data -= lr_d * d if lr != 1 else d
+        p._version[0] += 1  # (done(p), inlined)
