@@ -8,6 +8,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 import torch
+from optable import needs_autograd
 
 import ember
 from ember._halfcast import narrow, widen
@@ -145,6 +146,7 @@ def test_half_elementwise_ops_round_through_the_fast_casts():
 @pytest.mark.parametrize("n, stride, padding, dilation, groups, output_padding", [
     (2, 1, 1, 1, 1, 0), (2, 1, 0, 2, 2, 1), (1, 1, 2, 1, 1, 0), (3, 1, 1, (1, 2, 1), 1, 0),
     (2, 2, 1, 1, 2, 1), (3, (2, 1, 1), 0, 1, 1, 0)])
+@needs_autograd
 def test_conv_transpose_and_gradients_match_torch(n, stride, padding, dilation, groups, output_padding):
     """col2im's stride-1 runs (with dilation, output padding and groups), its strided path, and the weight
     gradient's positions-as-rows product, against torch.autograd."""
@@ -165,6 +167,7 @@ def test_conv_transpose_and_gradients_match_torch(n, stride, padding, dilation, 
         np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-10)
 
 
+@needs_autograd
 def test_conv_gradient_only_for_what_requires_it():
     x, w = ember.randn(2, 3, 6, 6), ember.randn(4, 3, 3, 3, requires_grad=True)
     b = ember.randn(4, requires_grad=True)

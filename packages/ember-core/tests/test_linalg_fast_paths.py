@@ -3,6 +3,7 @@ in-place add* forms, and half-precision add* with a broadcast input, against PyT
 import numpy as np
 import pytest
 import torch
+from optable import needs_autograd
 
 import ember
 
@@ -22,6 +23,7 @@ def _leaves(lib, arrays, want):
 @pytest.mark.parametrize("name,inp,sa,sb", CASES, ids=[c[0] + str(i) for i, c in enumerate(CASES)])
 @pytest.mark.parametrize("want", [(True, False), (False, True), (True, True)], ids=["a", "b", "ab"])
 @pytest.mark.parametrize("input_grad", [False, True])
+@needs_autograd
 def test_partial_grads_match_torch(name, inp, sa, sb, want, input_grad):
     rng = np.random.default_rng(0)
     arrays = [rng.standard_normal(s) for s in ((inp,) if inp is not None else ()) + (sa, sb)]
@@ -40,6 +42,7 @@ def test_partial_grads_match_torch(name, inp, sa, sb, want, input_grad):
             np.testing.assert_allclose(e, t, rtol=1e-12, atol=1e-12)
 
 
+@needs_autograd
 def test_factor_dropped_when_unneeded_can_change_in_place():
     # like PyTorch, mm keeps the data operand (for the weight's gradient) but not the weight
     x, w = ember.ones(2, 3), ember.ones(3, 4, requires_grad=True)
@@ -56,6 +59,7 @@ def test_factor_dropped_when_unneeded_can_change_in_place():
         out.sum().backward()
 
 
+@needs_autograd
 def test_addmm_input_not_saved():
     bias = ember.zeros(4, requires_grad=True)
     a, b = ember.ones(2, 3, requires_grad=True), ember.ones(3, 4)
@@ -68,6 +72,7 @@ def test_addmm_input_not_saved():
 
 
 @pytest.mark.parametrize("name", ["addmm_", "addmv_", "addr_", "baddbmm_", "addbmm_"])
+@needs_autograd
 def test_inplace_forms_grads(name):
     shapes = {"addmm_": ((3, 5), (3, 4), (4, 5)), "addmv_": ((3,), (3, 4), (4,)), "addr_": ((3, 4), (3,), (4,)),
               "baddbmm_": ((2, 3, 5), (2, 3, 4), (2, 4, 5)), "addbmm_": ((3, 5), (2, 3, 4), (2, 4, 5))}[name]

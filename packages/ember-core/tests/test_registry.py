@@ -116,10 +116,10 @@ def test_arithmetic_takes_a_number_first_as_torch_does(name, number, dtype):
 @pytest.mark.parametrize("call", [
     lambda m, t: m.where(2, t), lambda m, t: m.tril(2), lambda m, t: m.topk(2, t), lambda m, t: m.var(2),
     lambda m, t: m.unique(2), lambda m, t: m.trace(2), lambda m, t: m.unbind(2), lambda m, t: m.clamp(2, t),
-    lambda m, t: m.zero_(2), lambda m, t: m.sin_(2), lambda m, t: m.xlogy_(2, t), lambda m, t: m.vdot(2, t),
-    lambda m, t: m.cat(t), lambda m, t: m.polygamma(1, t).shape, lambda m, t: m.bucketize(2, t.flatten()).shape,
-], ids=["where", "tril", "topk", "var", "unique", "trace", "unbind", "clamp", "zero_", "sin_", "xlogy_", "vdot", "cat",
-        "polygamma", "bucketize"])
+    lambda m, t: m.zero_(2), lambda m, t: m.sin_(2), lambda m, t: m.vdot(2, t), lambda m, t: m.cat(t),
+    lambda m, t: m.bucketize(2, t.flatten()).shape,
+], ids=["where", "tril", "topk", "var", "unique", "trace", "unbind", "clamp", "zero_", "sin_", "vdot", "cat",
+        "bucketize"])
 def test_a_number_for_a_tensor_argument_gets_torchs_exception(call):
     """A Python number where the op takes a tensor: the exception type PyTorch raises (or PyTorch's result)."""
     outcome = []
