@@ -9,8 +9,7 @@ import os
 import numpy as np
 
 from ember import _dtype as D
-from ember._dispatch import FORCED, Call, run_layers
-from ember._registry import TORCH_NAME, elementwise, elementwise_impl
+from ember._registry import TORCH_NAME, elementwise
 from ember._tensor import Tensor
 
 OPS = []  # the ops ember-special registers, in order (installed by _setup.install)
@@ -132,22 +131,6 @@ os.register_at_fork(after_in_child=_POOL.clear)  # a forked child makes its own 
 
 
 # ---- PyTorch's extra call forms -----------------------------------------------------------------
-def scalar_first(o):
-    """Let the public function take a Python number as its first operand, as PyTorch's Scalar
-    overloads do (``xlogy(2, y)``); the method keeps ``self`` a tensor."""
-    fn = o.fn
-
-    def call(input, other, *, out=None):
-        if isinstance(input, Tensor) or not isinstance(other, Tensor):
-            return fn(input, other, out=out)
-        c = Call(o, (input, other), {}, None if out is None else "out", out)
-        return run_layers(c, elementwise_impl) if FORCED[0] or other._rg else elementwise_impl(c)
-    call.__name__ = call.__qualname__ = fn.__name__
-    call.__doc__, call.__module__, call.op = fn.__doc__, fn.__module__, o
-    o.fn = call
-    return o
-
-
 def public(o, function, method=None, inplace=None):
     """Give op ``o`` (registered with a keyword argument such as ``n``) PyTorch's call forms:
     ``function`` becomes its public function, ``method``/``inplace`` its Tensor methods."""

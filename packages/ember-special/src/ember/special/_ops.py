@@ -13,7 +13,7 @@ import ember
 from ember._registry import TORCH_NAME
 from ember._tensor import Tensor
 
-from ._common import blocks, grad_of, kernel, lib, public, scalar_first, special_op, tensor_only_inplace
+from ._common import blocks, grad_of, kernel, lib, public, special_op, tensor_only_inplace
 
 _SQRT_PI = math.sqrt(math.pi)
 _SQRT_2PI = math.sqrt(2 * math.pi)
@@ -161,7 +161,7 @@ def _polynomial(name, doc):
         return kernel(xp, k + "_f32" if xp is np and x.dtype == np.float32 else k, x, n)
     impl.__doc__ = doc
     impl.__name__ = name
-    return scalar_first(special_op(name, half=False, differentiable=False)(impl))
+    return special_op(name, half=False, differentiable=False, scalar_first=True)(impl)
 
 
 chebyshev_polynomial_t = _polynomial("chebyshev_polynomial_t", "Chebyshev polynomial of the first kind T_n.")
@@ -334,7 +334,7 @@ igammac.vjp(_igamma_grad("igammac", -1))
 tensor_only_inplace(igammac)
 
 
-@special_op("zeta")
+@special_op("zeta", scalar_first=True)
 def zeta(xp, x, q):
     """Hurwitz zeta function ``sum((k + other) ** -input for k >= 0)``."""
     return _cpu_or(xp, "zeta", "zeta", x, q)
@@ -347,8 +347,6 @@ def _(ctx, g):
         raise NotImplementedError("the derivative for 'zeta' is not implemented.")
     return None, g * -x * zeta(x + 1, q)
 
-
-scalar_first(zeta)
 
 
 # ---- error function family --------------------------------------------------------------------
@@ -458,7 +456,7 @@ def _xlog(xp, x, logy, y):
     return xp.where((x == 0) & ~xp.isnan(y), x.dtype.type(0), x * logy)
 
 
-@special_op("xlogy", public=True)
+@special_op("xlogy", public=True, scalar_first=True)
 def xlogy(xp, x, y):
     """``input * log(other)``, 0 where ``input`` is 0 and ``other`` is not NaN."""
     return _xlog(xp, x, xp.log(y), y)
@@ -479,10 +477,8 @@ def _(ctx, g):
     return gx, gy
 
 
-scalar_first(xlogy)
 
-
-@special_op("xlog1py")
+@special_op("xlog1py", scalar_first=True)
 def xlog1py(xp, x, y):
     """``input * log1p(other)``, 0 where ``input`` is 0 and ``other`` is not NaN."""
     return _xlog(xp, x, xp.log1p(y), y)
@@ -502,8 +498,6 @@ def _(ctx, g):
         gy = g * x / (y + 1)
     return gx, gy
 
-
-scalar_first(xlog1py)
 
 
 @special_op("logit", public=True, method=False, inplace=False)
