@@ -462,20 +462,24 @@ def xlogy(xp, x, y):
     return _xlog(xp, x, xp.log(y), y)
 
 
-@xlogy.vjp
-def _(ctx, g):
-    x, y = ctx.args[:2]
-    gx = gy = None
-    if isinstance(x, Tensor):
-        gx = xlogy(g, y)
+def _xlog_vjp(op, pole):
+    """VJP of ``op`` = ``x * log(y - pole)``: no gradient for x where x is 0 and y is at or below the pole."""
+    def vjp(ctx, g):
+        x, y = ctx.args[:2]
+        gx = gy = None
+        if isinstance(x, Tensor):
+            gx = op(g, y)
+            if isinstance(y, Tensor):
+                gx = gx.masked_fill((x == 0) & (y <= pole), 0)
+            elif y <= pole:
+                gx = gx.masked_fill(x == 0, 0)
         if isinstance(y, Tensor):
-            gx = gx.masked_fill((x == 0) & (y <= 0), 0)
-        elif y <= 0:
-            gx = gx.masked_fill(x == 0, 0)
-    if isinstance(y, Tensor):
-        gy = g * x / y
-    return gx, gy
+            gy = g * x / ((y - pole) if pole else y)
+        return gx, gy
+    return vjp
 
+
+xlogy.vjp(_xlog_vjp(xlogy, 0))
 
 
 @special_op("xlog1py", scalar_first=True)
@@ -484,19 +488,7 @@ def xlog1py(xp, x, y):
     return _xlog(xp, x, xp.log1p(y), y)
 
 
-@xlog1py.vjp
-def _(ctx, g):
-    x, y = ctx.args[:2]
-    gx = gy = None
-    if isinstance(x, Tensor):
-        gx = xlog1py(g, y)
-        if isinstance(y, Tensor):
-            gx = gx.masked_fill((x == 0) & (y <= -1), 0)
-        elif y <= -1:
-            gx = gx.masked_fill(x == 0, 0)
-    if isinstance(y, Tensor):
-        gy = g * x / (y + 1)
-    return gx, gy
+xlog1py.vjp(_xlog_vjp(xlog1py, -1))
 
 
 
