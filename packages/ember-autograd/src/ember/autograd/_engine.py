@@ -42,19 +42,26 @@ class SavedContext:
                  "grad_donated")
 
     def __init__(self, args, kwargs, node, inputs, outputs, single, vjp):
-        saves = getattr(vjp, "saves_args", True)
-        if saves is not True:
-            args = saves(args) if saves else tuple([None if isinstance(a, Tensor) else a for a in args])
+        saves_args = getattr(vjp, "saves_args", True)
+        if saves_args is not True:
+            args = saves_args(args) if saves_args else tuple([None if isinstance(a, Tensor) else a for a in args])
             inputs = _flat_tensors(args)
-        if not getattr(vjp, "saves_out", True):
-            outputs = ()
         self._args, self.kwargs, self._inputs, self._single = args, kwargs, inputs, single
         self._node = weakref.ref(node)
-        self._outs = [(o._data, o._version) for o in outputs]
         self._pargs = self._pout = None  # args and out cut from the graph, made once (when read) for VJPs run
         # without create_graph
         self.grad_donated = False  # set while the VJP runs: it may write into the gradient's array (see _unshared)
-        self._versions = ([t._version[0] for t in inputs], [o._version[0] for o in outputs])
+        # (loops, not comprehensions: this runs for every recorded call)
+        in_versions = []
+        for t in inputs:
+            in_versions.append(t._version[0])
+        outs, out_versions = [], []
+        if getattr(vjp, "saves_out", True):
+            for o in outputs:
+                v = o._version
+                outs.append((o._data, v))
+                out_versions.append(v[0])
+        self._outs, self._versions = outs, (in_versions, out_versions)
 
     def _check(self, which):
         versions = self._versions
@@ -139,8 +146,12 @@ def _detached(x):
     if isinstance(x, Tensor):
         return Tensor._wrap(x._data) if x._rg else x
     if type(x) is tuple:
-        return tuple([Tensor._wrap(v._data) if type(v) is Tensor and v._rg else v if type(v) is not list
-                      and type(v) is not tuple and not isinstance(v, Tensor) else _detached(v) for v in x])
+        out = []  # (a loop, not a comprehension: cheaper for the few arguments of a call)
+        for v in x:
+            t = type(v)
+            out.append(Tensor._wrap(v._data) if t is Tensor and v._rg else
+                       v if t is not list and t is not tuple and not isinstance(v, Tensor) else _detached(v))
+        return tuple(out)
     if isinstance(x, (list, tuple)):
         return type(x)(_detached(v) for v in x)
     return x
@@ -198,8 +209,11 @@ class Node:
                 break
         self._pos = pos
         self._structure = _layout(args) if pos is None else True
-        self._out_meta = [(o._data.shape, o._data.dtype, None) if type(o._data) is ndarray else _meta(o._data)
-                          for o in outputs]
+        out_meta = []  # (a loop, not a comprehension: this runs for every recorded call)
+        for o in outputs:
+            d = o._data
+            out_meta.append((d.shape, d.dtype, None) if type(d) is ndarray else _meta(d))
+        self._out_meta = out_meta
         # ctx.out: one tensor, or a tuple when several (or the op returned a tuple, even of one)
         self._ctx = SavedContext(args, kwargs, self, inputs, outputs, len(outputs) == 1 and not as_tuple, vjp)
 
@@ -254,8 +268,10 @@ class Node:
             return [_fit(g, m) for g, m in zip(result, self._in_meta)]
         pos = self._pos
         if pos is not None:
-            n = len(result)
-            return [_fit(result[i] if i < n else None, m) for i, m in zip(pos, self._in_meta)]
+            n, grads = len(result), []
+            for i, m in zip(pos, self._in_meta):
+                grads.append(_fit(result[i], m) if i < n else None)
+            return grads
         flat = []
         for i, where in enumerate(self._structure):
             g = result[i] if i < len(result) else None
@@ -418,7 +434,10 @@ def run_backward(roots, grad_roots, retain_graph=False, create_graph=False, inpu
                 raise RuntimeError("One of the differentiated Tensors does not require grad")
             targets.setdefault(edge_of(t), []).append(i)
     # dependency counts of every node reachable from the roots
-    stack = list(dict.fromkeys(e[0] for e, _ in root_edges))
+    stack = []  # (loops, not comprehensions, here and below: they cost more than tiny graphs' VJPs)
+    for (node, _), _ in root_edges:
+        if node not in stack:
+            stack.append(node)
     deps, order, roots_set = {}, stack[:], set(stack)
     while stack:
         for nxt, _ in stack.pop().next_functions:
@@ -435,7 +454,10 @@ def run_backward(roots, grad_roots, retain_graph=False, create_graph=False, inpu
     for (node, idx), g in root_edges:
         _add(buffers, node, idx, g)
     captured = [None] * (len(inputs) if inputs is not None else 0)
-    ready = [(-n.seq, id(n), n) for n in roots_set if n not in deps]
+    ready = []
+    for n in roots_set:
+        if n not in deps:
+            ready.append((-n.seq, id(n), n))
     heapq.heapify(ready)
     heappop, heappush = heapq.heappop, heapq.heappush
     mode = grad_mode.MODE

@@ -194,7 +194,8 @@ def sum(xp, input, dim=None, keepdim=False, *, dtype=None):
     elif xp is not np and acc in (D.float32, D.float64) and axes is None and not keepdim:
         r = _SUM(x)
     else:
-        r = x.sum(axis=axes, keepdims=keepdim)  # (the method skips np.sum's Python wrapper: half the cost when tiny)
+        # (np.add.reduce is what the sum method runs, minus its Python wrapper: a third of the cost when tiny)
+        r = np.add.reduce(x, axis=axes, keepdims=keepdim) if xp is np else x.sum(axis=axes, keepdims=keepdim)
     return xp.asarray(r).astype(D.storage(rd), copy=False)
 
 
