@@ -160,9 +160,14 @@ def _detached(x):
 def _flat_tensors(x):
     if isinstance(x, Tensor):
         return [x]
+    found = []
     if isinstance(x, (list, tuple)):
-        return [t for v in x for t in _flat_tensors(v)]
-    return []
+        for v in x:  # (one call for a flat argument tuple, not one per argument)
+            if isinstance(v, Tensor):
+                found.append(v)
+            elif isinstance(v, (list, tuple)):
+                found += _flat_tensors(v)
+    return found
 
 
 def _layout(args):
