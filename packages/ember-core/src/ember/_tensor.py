@@ -175,12 +175,6 @@ class Tensor:
     def is_leaf(self):
         return self.grad_fn is None
 
-    def __getattr__(self, name):
-        dist = _extensions.TENSOR_PROVIDERS.get(name)
-        if dist is not None:
-            raise _extensions.missing("Tensor attribute", name, dist)
-        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
-
     # ---- conversion ---------------------------------------------------------------------------
     def numpy(self, *, force=False):
         if self._rg and not force:
@@ -350,6 +344,24 @@ class Tensor:
         from . import _factory
         return _factory.tensor(data, dtype=dtype or self.dtype, device=device or self.device,
                                requires_grad=requires_grad)
+
+
+class _Provided:
+    """A Tensor attribute that another distribution provides (it sets the attribute when installed): until
+    then reading it names the package to install. A descriptor rather than ``Tensor.__getattr__``: a class
+    with ``__getattr__`` gets no specialised attribute access from CPython, which made every ``t._data`` slower."""
+
+    def __init__(self, name, dist):
+        self.name, self.dist = name, dist
+
+    def __get__(self, obj, owner=None):
+        if obj is None:
+            return self
+        raise _extensions.missing("Tensor attribute", self.name, self.dist)
+
+
+for _name, _dist in _extensions.TENSOR_PROVIDERS.items():
+    setattr(Tensor, _name, _Provided(_name, _dist))
 
 
 def parse_to_args(args, device=None, dtype=None):
