@@ -233,3 +233,14 @@ def test_mixed_dtypes_found_inf_and_check_match_torch():
                         p.grad.float().tolist(), q.grad.tolist(), s.get_scale(), s._get_growth_tracker(),
                         p.float().tolist(), q.tolist()))
     assert results[0] == results[1]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_unscale_pass_checks_the_values_before_scaling(dtype):
+    # like PyTorch's kernel: finite values that overflow once scaled are not flagged; zeros keep their sign,
+    # subnormals and the largest finite values are finite
+    info = np.finfo(dtype)
+    a = np.array([info.max, -info.max, -0.0, 0.0, info.smallest_subnormal, 1.0], dtype)
+    assert not unscale_numpy([a], 4.0)
+    np.testing.assert_array_equal(a[:2], [np.inf, -np.inf])
+    assert np.signbit(a[2]) and not np.signbit(a[3]) and a[4] > 0

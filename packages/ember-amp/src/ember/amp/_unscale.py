@@ -5,8 +5,6 @@ detects non-finite values (0 * inf and 0 * NaN are NaN; any finite values give 0
 temporaries are made. CUDA: one launch of a raw kernel over every gradient of a dtype, addressed
 through a table of device pointers and cumulative lengths.
 """
-import math
-
 import numpy as np
 
 from ember._kernels import raw_kernel
@@ -48,27 +46,29 @@ def _zeros_for(dtype, size):
 def unscale_numpy(arrays, inv_scale):
     """Multiply every array (all of one dtype) by ``inv_scale`` in place; True if any held an inf or NaN.
 
-    Each array is checked right before it is scaled, while it is in cache; the checks add up to NaN if
-    any value was not finite (a finite scaled value may still overflow, as in PyTorch's kernel).
+    Each array is checked right before it is scaled, while it is in cache: each check is 0 when every value is
+    finite and NaN otherwise (a finite scaled value may still overflow, as in PyTorch's kernel).
     """
     dtype = arrays[0].dtype
     inv = np.array(inv_scale, dtype)  # a 0-d array operand costs a ufunc call less than a scalar
-    blas = dtype.char in "fd"
-    mul, isfinite = np.multiply, np.isfinite
-    checks, n = [], -1  # summed once at the end: a Python float += NumPy scalar per array costs more
-    check = checks.append
+    mul = np.multiply
     with np.errstate(invalid="ignore", over="ignore"):  # inf * 0 is the point of the check
+        if dtype.char not in "fd":  # dtypes without BLAS: a boolean pass
+            found = False
+            for a in arrays:
+                found = found or not np.isfinite(a).all()
+                mul(a, inv, a)
+            return found
+        checks, n = [], -1
+        check = checks.append
         for a in arrays:
-            if blas:
-                if a.size != n:  # a new view of the zeros only when the size changes
-                    n = a.size
-                    z = _zeros_for(dtype, n)[:n]
-                # ravel copies a strided array: the check then reads the copy, the scaling the original
-                check((a if a.ndim == 1 else a.ravel()).dot(z))
-            elif not isfinite(a).all():  # dtypes without BLAS: a boolean pass
-                check(math.nan)
+            if a.size != n:  # a new view of the zeros only when the size changes
+                n = a.size
+                z = _zeros_for(dtype, n)[:n]
+            # ravel copies a strided array: the check then reads the copy, the scaling the original
+            check((a if a.ndim == 1 else a.ravel()).dot(z))
             mul(a, inv, a)
-    return not math.isfinite(np.add.reduce(checks, dtype=np.float64))
+    return any(checks)  # NaN is true, 0 false
 
 
 def unscale_cupy(arrays, inv_scale, found_inf):

@@ -18,6 +18,11 @@ _F16 = np.dtype(np.float16)
 _HOST = {np.ndarray}
 
 
+def _host_flag(found):
+    """A found-inf flag as PyTorch keeps it: a 0-d float32 tensor, 1 or 0."""
+    return Tensor._wrap(np.array(float(found), np.float32))
+
+
 class OptState(Enum):
     READY = 0
     UNSCALED = 1
@@ -141,11 +146,10 @@ class GradScaler:
         for g in grads:
             g._version[0] += 1  # the arrays are scaled in place below
         if len(dtypes) == 1 and set(map(type, arrays)) == _HOST:  # the common case: no grouping needed
-            per_key = {arrays[0].dtype: arrays}
-        else:
-            per_key = {}  # CPU: numpy dtype; CUDA: (device, dtype) -> the gradients' arrays
-            for g, a in zip(grads, arrays):
-                per_key.setdefault(a.dtype if type(a) is np.ndarray else (g.device, a.dtype), []).append(a)
+            return {_CPU: _host_flag(unscale_numpy(arrays, float(inv_scale)))}
+        per_key = {}  # CPU: numpy dtype; CUDA: (device, dtype) -> the gradients' arrays
+        for g, a in zip(grads, arrays):
+            per_key.setdefault(a.dtype if type(a) is np.ndarray else (g.device, a.dtype), []).append(a)
         found_per_device = {}
         cpu_found = None
         for key, arrays in per_key.items():
@@ -158,7 +162,7 @@ class GradScaler:
                     f = found_per_device[dev] = ember.zeros((), dtype=D.float32, device=dev)
                 unscale_cupy(arrays, Tensor._wrap(inv_scale).to(device=dev)._data, f._data)
         if cpu_found is not None:
-            found_per_device[_CPU] = Tensor._wrap(np.array(float(cpu_found), np.float32))
+            found_per_device[_CPU] = _host_flag(cpu_found)
         return found_per_device
 
     def unscale_(self, optimizer):

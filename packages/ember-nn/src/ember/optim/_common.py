@@ -37,7 +37,7 @@ def grad_of(g, p, group, weight_decay=None):
     wd = group.get("weight_decay", 0) if weight_decay is None else weight_decay
     if wd:
         g = g + wd * p._data
-    return g
+    return np.asarray(g) if isinstance(g, np.generic) else g  # (ufuncs make NumPy scalars of 0-d arrays)
 
 
 def operand(x, arr, cache):

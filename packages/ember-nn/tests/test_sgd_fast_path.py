@@ -1,0 +1,118 @@
+"""SGD's update through NumPy's BLAS axpy: the cases it takes and the ones it leaves to the ufuncs, against
+PyTorch (and against NumPy where PyTorch refuses overlapping operands), with the BLAS lookup's fallbacks."""
+import ctypes
+
+import numpy as np
+import pytest
+import torch
+
+import ember
+from ember.optim import sgd
+
+
+@pytest.fixture
+def axpy_calls(monkeypatch):
+    """Counts the BLAS axpy calls per dtype name (the real functions still do the work)."""
+    calls = {}
+
+    def counting(dtype, fn):
+        def call(*args):
+            calls[dtype.name] = calls.get(dtype.name, 0) + 1
+            return fn(*args)
+        return call
+
+    monkeypatch.setattr(sgd, "_AXPY", {dt: (counting(dt, fn), real) for dt, (fn, real) in sgd._AXPY.items()})
+    return calls
+
+
+def _layouts(lib, dtype, rng):
+    """(param, grad) pairs: dense 1-d/2-d/0-d/empty, a transposed param, a strided grad, a grad that is a
+    disjoint view, and a grad sharing the param's memory."""
+    t = getattr(lib, dtype)
+    data = [rng.standard_normal(s) for s in ((7,), (3, 4), (), (0,), (4, 3), (5,), (6,), (4,))]
+    ps = [lib.nn.Parameter(lib.tensor(d, dtype=t)) for d in data[:4]]
+    ps.append(lib.nn.Parameter(lib.tensor(data[4], dtype=t).t()))
+    ps += [lib.nn.Parameter(lib.tensor(d, dtype=t)) for d in data[5:]]
+    grads = [lib.tensor(rng.standard_normal(p.shape), dtype=t) for p in ps[:5]]
+    grads.append(lib.tensor(rng.standard_normal(10), dtype=t)[::2])  # strided
+    grads.append(lib.tensor(rng.standard_normal(12), dtype=t)[3:9])  # a view, dense
+    grads.append(ps[7].detach())  # the param's own memory
+    return ps, grads
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("kwargs", [dict(lr=0.1), dict(lr=1.0), dict(lr=0.0), dict(lr=0.05, momentum=0.9),
+                                    dict(lr=0.05, momentum=0.8, nesterov=True, weight_decay=0.1, maximize=True)])
+def test_axpy_update_matches_torch(dtype, kwargs, axpy_calls):
+    results = []
+    for lib in (torch, ember):
+        ps, grads = _layouts(lib, dtype, np.random.default_rng(0))
+        opt = lib.optim.SGD(ps, **kwargs)
+        for _ in range(3):
+            for p, g in zip(ps, grads):
+                p.grad = g if p is not ps[7] else p.detach()
+            opt.step()
+        results.append([p.detach().double().numpy().copy() for p in ps])
+    rtol = 1e-6 if dtype == "float32" else 1e-13
+    for got, want in zip(results[1], results[0]):
+        np.testing.assert_allclose(got, want, rtol=rtol, atol=rtol)
+    if kwargs["lr"] and sgd._AXPY:  # dense pairs took the BLAS pass, the rest the ufuncs
+        assert axpy_calls == {dtype: 3 * 6} if len(kwargs) == 1 else axpy_calls[dtype] >= 3 * 6
+
+
+def test_overlapping_param_and_grad_take_the_ufuncs(axpy_calls):
+    # PyTorch refuses partially overlapping operands; the update must equal NumPy's buffered one
+    base = np.arange(12, dtype=np.float32)
+    p = ember.nn.Parameter(ember.tensor(base.copy()))
+    buf = p.detach()
+    q = ember.nn.Parameter(buf[0:8])
+    q.grad = buf[2:10]
+    want = base.copy()
+    want[0:8] -= np.float32(0.5) * base[2:10]
+    ember.optim.SGD([q], lr=0.5).step()
+    np.testing.assert_array_equal(p.detach().numpy(), want)
+    assert not axpy_calls
+
+
+def test_read_only_and_unaligned_arrays_take_the_ufuncs(axpy_calls):
+    p = ember.nn.Parameter(ember.ones(4))
+    p.grad = ember.ones(4)
+    p._data.flags.writeable = False
+    with pytest.raises(ValueError, match="read-only"):
+        ember.optim.SGD([p], lr=0.5).step()
+    raw = np.zeros(4 * 4 + 1, np.uint8)
+    q = ember.nn.Parameter(ember.ones(4))
+    q.grad = ember.Tensor._wrap(raw[1:].view(np.float32))  # misaligned
+    q.grad._data[:] = 2.0
+    ember.optim.SGD([q], lr=0.5).step()
+    np.testing.assert_array_equal(q.detach().numpy(), 0.0)
+    assert not axpy_calls
+
+
+def test_without_blas_the_ufuncs_give_the_same_steps(monkeypatch):
+    results = []
+    for table in (sgd._AXPY, {}):
+        monkeypatch.setattr(sgd, "_AXPY", table)
+        ps, grads = _layouts(ember, "float32", np.random.default_rng(1))
+        opt = ember.optim.SGD(ps, lr=0.01, momentum=0.5)
+        for _ in range(2):
+            for p, g in zip(ps, grads):
+                p.grad = g if p is not ps[7] else p.detach()
+            opt.step()
+        results.append([p.detach().numpy().copy() for p in ps])
+    for a, b in zip(*results):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)  # one rounding (axpy) or two (ufuncs)
+
+
+def test_blas_lookup_checks_and_falls_back(monkeypatch):
+    found = sgd._numpy_blas()
+    assert set(found) <= {np.dtype(np.float32), np.dtype(np.float64)}
+    assert found.keys() == sgd._AXPY.keys()
+    monkeypatch.setattr(sgd, "_DATA", 8)  # a wrong offset for the data pointer: no BLAS
+    assert sgd._numpy_blas() == {}
+    monkeypatch.undo()
+
+    def no_library(path):
+        raise OSError(path)
+    monkeypatch.setattr(ctypes, "CDLL", no_library)
+    assert sgd._numpy_blas() == {}
