@@ -211,21 +211,14 @@ def _(ctx, g):
 
 
 def _spread(a, shape):
-    """``a`` broadcast to ``shape``. A 0-d NumPy array is copied out when the result is small (cheaper than any
-    view for tiny graphs, and a fresh array the engine may hand on without a copy), else made a read-only
-    zero-stride view over its one element (several times cheaper than np.broadcast_to)."""
+    """``a`` broadcast to ``shape`` as a read-only view (as PyTorch's expanded gradient, in-place changes are
+    refused); a 0-d NumPy array directly as zero strides over its one element (several times cheaper than
+    np.broadcast_to, which matters for tiny graphs)."""
     if a.ndim or type(a) is not np.ndarray:
         return _backend.xp_of(a).broadcast_to(a, shape)
-    if math.prod(shape) <= _SPREAD_COPY_MAX:
-        v = np.empty(shape, a.dtype)
-        v[...] = a
-        return v
     v = np.ndarray(shape, a.dtype, a, 0, (0,) * len(shape))
-    v.setflags(write=False)
+    v.setflags(write=False)  # (cheaper than assigning v.flags.writeable)
     return v
-
-
-_SPREAD_COPY_MAX = 4096
 
 
 @op("nansum")
