@@ -177,3 +177,92 @@ def test_conv_gradient_only_for_what_requires_it():
     tb = torch.tensor(b.detach().numpy())
     torch.nn.functional.conv2d(torch.tensor(x.numpy()), tw, tb, padding=1).sum().backward()
     np.testing.assert_allclose(w.grad.numpy(), tw.grad.numpy(), rtol=1e-4, atol=1e-4)
+
+
+# (n, input shape, weight shape, keyword arguments); transposed when "output_padding" is given
+CONVS = [
+    (2, (3, 4, 5, 6), (6, 4, 3, 2), dict(stride=1, padding=1)),
+    (2, (2, 4, 9, 10), (6, 2, 3, 3), dict(stride=(2, 1), padding=(0, 2), dilation=(1, 2), groups=2)),
+    (2, (2, 3, 6, 7), (4, 3, 2, 3), dict(padding="same")),                    # uneven padding of an even kernel
+    (1, (4, 3, 11), (5, 3, 4), dict(stride=3, dilation=2)),
+    (3, (2, 2, 4, 5, 6), (3, 2, 2, 3, 2), dict(stride=(1, 2, 1), padding=1)),
+    (2, (1, 2, 12, 12), (3, 2, 3, 3), dict(padding=1)),                       # batch of one
+    (2, (3, 7, 8), (5, 3, 3, 3), dict(padding=2)),                            # unbatched
+    (2, (0, 3, 5, 5), (4, 3, 3, 3), dict()),                                  # empty batch
+    (2, (3, 4, 5, 4), (4, 3, 3, 2), dict(stride=2, padding=1, output_padding=1)),
+    (2, (2, 4, 3, 9), (4, 1, 2, 3), dict(stride=(1, 2), dilation=(2, 1), groups=4, output_padding=(1, 1))),
+    (1, (3, 2, 10), (2, 3, 3), dict(stride=1, padding=1, output_padding=0)),
+]
+
+
+@pytest.mark.parametrize("last", [False, True], ids=["batch-first", "batch-last"])
+@pytest.mark.parametrize("dtype", ["float64", "float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("case", CONVS, ids=str)
+@needs_autograd
+def test_conv_layouts_and_array_gradients_match_torch(case, dtype, last, monkeypatch):
+    """Both column layouts of the products (forced), forward and the gradients computed on the arrays (a backward
+    without create_graph), against torch.autograd; the input gradient only when the input requires one."""
+    from ember._ops import conv
+    monkeypatch.setattr(conv, "_batch_last", lambda *args: last)
+    n, xs, ws, kw = case
+    transposed = "output_padding" in kw
+    rng = np.random.default_rng(len(xs) + sum(ws))
+    # small integers: products and sums are exact in every dtype and order
+    x, w = rng.integers(-2, 3, xs).astype(np.float64), rng.integers(-2, 3, ws).astype(np.float64)
+    b = rng.integers(-2, 3, ws[1] * kw.get("groups", 1) if transposed else ws[0]).astype(np.float64)
+    name = f"conv_transpose{n}d" if transposed else f"conv{n}d"
+    results = []
+    for lib in (torch, ember):
+        dt = getattr(lib, dtype)
+        leaves = [lib.tensor(a, dtype=dt, requires_grad=a is not x or not transposed) for a in (x, w, b)]
+        y = getattr(lib.nn.functional, name)(*leaves, **kw)
+        y.backward(lib.tensor(np.resize(np.arange(-3.0, 4.0), tuple(y.shape)), dtype=dt))
+        results.append([y.detach()] + [t.grad for t in leaves])
+    for got, want in zip(results[1], results[0]):
+        if want is None:
+            assert got is None
+            continue
+        assert got.dtype == getattr(ember, dtype) and tuple(got.shape) == tuple(want.shape)
+        np.testing.assert_array_equal(got.float().numpy(), want.float().numpy())
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not installed")
+@pytest.mark.parametrize("ctype, dtype", [("float", np.float32), ("double", np.float64)])
+@pytest.mark.parametrize("case", [((2, 3, 5, 6), (2, 3), (1, 2), ((1, 1), (0, 0)), (2, 1)),
+                                  ((3, 2, 7), (3,), (2,), ((2, 2),), (1,)),
+                                  ((1, 2, 4, 3, 5), (2, 2, 3), (1, 1, 2), ((0, 0), (1, 1), (1, 1)), (1, 2, 1))])
+def test_im2col_kernel_on_host_matches_numpy_path(ctype, dtype, case, tmp_path):
+    """The CuPy im2col kernel compiled for the host: the batch-last columns of NumPy's strided copy."""
+    from ember._ops import conv
+    shape, kernel, stride, pads, dilation = case
+    x = np.random.default_rng(1).standard_normal(shape).astype(dtype)
+    out = [(s + lo + hi - d * (k - 1) - 1) // st + 1 for s, (lo, hi), d, k, st in zip(shape[2:], pads, dilation,
+                                                                                          kernel, stride)]
+    want = conv._im2col(np, x, 1, kernel, out, stride, pads, dilation, True)
+    pad3 = lambda v, f=1: list(v) + [f] * (3 - len(v))  # noqa: E731
+    params = [pad3(shape[2:]), pad3(out), pad3(kernel), pad3(stride), pad3([p for p, _ in pads], 0), pad3(dilation)]
+    arrays = ", ".join(f"p{k}" for k in range(len(params)))
+    decl = "".join(f"  static const long long p{k}[3] = {{{', '.join(map(str, v))}}};\n" for k, v in enumerate(params))
+    main = f"""
+int main(int argc, char** argv) {{
+  long long nx = {x.size}, ny = {want.size};
+{decl}  {ctype}* x = ({ctype}*)malloc(nx * sizeof({ctype}));
+  {ctype}* cols = ({ctype}*)malloc(ny * sizeof({ctype}));
+  FILE* f = fopen(argv[1], "rb");
+  if (fread(x, sizeof({ctype}), nx, f) != (size_t)nx) return 1;
+  fclose(f);
+  ember_im2col_{ctype}(x, cols, ny, {shape[0]}, {shape[1]}, {arrays});
+  f = fopen(argv[2], "wb"); fwrite(cols, sizeof({ctype}), ny, f); fclose(f);
+  return 0;
+}}
+"""
+    src = tmp_path / "im2col.cpp"
+    src.write_text(HOST_PRELUDE + KERNELS[f"ember_im2col_{ctype}"].spec["code"] + main)
+    exe = tmp_path / "im2col"
+    build = subprocess.run(["g++", "-std=c++17", "-O1", "-Wall", "-o", str(exe), str(src)], capture_output=True,
+                           text=True)
+    assert build.returncode == 0, build.stderr
+    x.tofile(tmp_path / "x.bin")
+    run = subprocess.run([str(exe), str(tmp_path / "x.bin"), str(tmp_path / "cols.bin")], capture_output=True)
+    assert run.returncode == 0, run.stderr
+    np.testing.assert_array_equal(np.fromfile(tmp_path / "cols.bin", dtype), want.reshape(-1))

@@ -98,3 +98,45 @@ def test_bool_and_complex_refused():
     for a in (np.zeros((1, 1, 4, 4), bool), np.zeros((1, 1, 4, 4), np.complex64)):
         with pytest.raises(NotImplementedError):
             REGISTRY["max_pool2d"].fn(ember.tensor(a), 2)
+
+
+# (input shape, kernel, stride, padding, dilation, ceil_mode): windows past the input (the general path)
+PADDED = [((2, 3, 7, 6), (3, 2), (2, 2), (1, 1), (1, 1), True),
+          ((2, 3, 7, 6), (3, 3), (1, 1), (1, 1), (1, 2), False),  # overlapping
+          ((3, 9), (4,), (3,), (2,), (1,), True),                  # unbatched
+          ((1, 2, 4, 5, 3), (2, 3, 2), (2, 1, 2), (1, 1, 0), (1, 1, 1), True)]
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("case", PADDED, ids=str)
+@needs_autograd
+def test_array_gradients_of_general_path_match_torch(case, dtype):
+    """The gradients computed on the arrays (a backward without create_graph) where windows leave the input, with
+    and without indices, in every float dtype, against PyTorch (ties, NaN, -inf)."""
+    shape, k, s, p, d, ceil = case
+    n = len(k)
+    a = _input(shape, np.float64, 11)
+    fn = getattr(torch.nn.functional, f"max_pool{n}d")
+    rng, gshape = np.random.default_rng(2), fn(torch.from_numpy(a), k, s, p, d, ceil).shape
+    # float64: overlapping windows must sum in PyTorch's order; halves: exact sums of small integers
+    g = rng.standard_normal(gshape) if dtype == "float64" else rng.integers(-3, 4, gshape).astype(np.float64)
+    t = torch.from_numpy(a).to(getattr(torch, dtype)).requires_grad_()
+    fn(t, k, s, p, d, ceil).backward(torch.from_numpy(g).to(t.dtype))
+    for name in (f"max_pool{n}d", f"max_pool{n}d_with_indices"):
+        e = ember.tensor(a).to(getattr(ember, dtype)).requires_grad_()
+        out = REGISTRY[name].fn(e, k, s, p, d, ceil)
+        (out[0] if "indices" in name else out).backward(ember.tensor(g).to(e.dtype))
+        assert e.grad.dtype == e.dtype
+        np.testing.assert_array_equal(e.grad.float().numpy(), t.grad.float().numpy())
+
+
+@pytest.mark.parametrize("n", [1, 2, 3])
+@needs_autograd
+def test_array_gradients_of_adaptive_max_pool_match_torch(n):
+    a = _input((2, 3) + (7, 6, 5)[:n], np.float64, n)
+    size = (3, 4, 2)[:n]
+    t = torch.from_numpy(a).requires_grad_()
+    getattr(torch.nn.functional, f"adaptive_max_pool{n}d")(t, size).sum().backward()
+    e = ember.tensor(a, requires_grad=True)
+    REGISTRY[f"adaptive_max_pool{n}d"].fn(e, size)[0].sum().backward()
+    np.testing.assert_array_equal(e.grad.numpy(), t.grad.numpy())

@@ -9,7 +9,7 @@ import torch
 import ember
 import ember.optim as optim
 
-SHAPES = [(3, 4), (5,), (2, 3, 2)]
+SHAPES = [(3, 4), (5,), (2, 3, 2), ()]  # () : 0-d parameters, whose ufunc results are NumPy scalars
 
 CASES = [
     ("SGD", dict(lr=0.1)),

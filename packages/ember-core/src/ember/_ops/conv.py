@@ -1,20 +1,23 @@
 """Convolutions over 1 to 3 spatial dims (strided, padded, dilated, grouped) and their transposes.
 
 A convolution copies the windows of its (padded) input once (im2col: a strided view made contiguous on
-NumPy, a kernel on CuPy) and multiplies the weight into them: as (batch, group, channels x kernel offsets,
-output positions) columns, whose batched product is already the (batch, channels, *spatial) output; or, when
-windows are longer than the output is large (the weight gradient's shapes), with the output positions as the
-rows of one product. A transposed convolution multiplies first and then adds the columns into the output,
-one slice per kernel offset (col2im; with stride 1, one contiguous run per plane of the flattened output).
-Gradients are convolutions again, computed only for the arguments that need one: of the input, a transposed
-convolution of the output gradient; of the weight, a convolution of the input by the output gradient."""
+NumPy, a kernel on CuPy) and multiplies the weight into them. The columns come batch first, (batch, group,
+channels x kernel offsets, positions), whose batched product is already the (batch, channels, *spatial) output;
+or batch last, (group, channels x kernel offsets, positions x batch), when rows of output positions are short:
+the window copies then run over the batch, several times faster, for the price of transposing the input and
+the result. A transposed convolution multiplies first and then adds the columns into the output, one slice per
+kernel offset (col2im). Gradients are computed only for the arguments that need one: in a backward that
+records no graph, on the arrays (the output gradient as an operand, the other's windows, two products); else
+in ember ops, as convolutions again (of the input, a transposed convolution of the output gradient; of the
+weight, a convolution of the input by the output gradient), which have gradients in turn."""
 import itertools
 import math
 
 import numpy as np
 
-from .. import _kernels
+from .. import _backend, _kernels
 from .._registry import REGISTRY, op
+from .._tensor import Tensor
 from .activation import bound, grads, tname, up
 from .arithmetic import wanted
 
@@ -105,140 +108,174 @@ def _params(name, x, w, b, stride, padding, dilation, transposed, output_padding
     return x, unbatched, stride, pads, dilation, output_padding
 
 
-# im2col on CuPy: the windows of an NC(D)(H)W input (up to 3 spatial dims) as (N, G, Cg, *kernel, *out)
+# im2col on CuPy: the windows of an NC(D)(H)W input (up to 3 spatial dims) as (C, *kernel, *out, N)
 _IM2COL_CODE = r"""
 template <typename T>
-__device__ void im2col(const T* x, T* cols, long long total, long long N, long long Cg, long long C,
-                       const long long* in, const long long* out, const long long* ker, const long long* st,
-                       const long long* pad, const long long* dil) {
+__device__ void im2col(const T* x, T* cols, long long total, long long N, long long C, const long long* in,
+                       const long long* out, const long long* ker, const long long* st, const long long* pad,
+                       const long long* dil) {
   for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total;
        i += (long long)blockDim.x * gridDim.x) {
     long long r = i;
+    long long n = r % N; r /= N;
     long long o2 = r % out[2]; r /= out[2];
     long long o1 = r % out[1]; r /= out[1];
     long long o0 = r % out[0]; r /= out[0];
     long long k2 = r % ker[2]; r /= ker[2];
     long long k1 = r % ker[1]; r /= ker[1];
-    long long k0 = r % ker[0]; r /= ker[0];
-    long long c = r % Cg; r /= Cg;
-    long long g = r % (C / Cg), n = r / (C / Cg);
+    long long k0 = r % ker[0];
+    long long c = r / ker[0];
     long long p0 = o0 * st[0] - pad[0] + k0 * dil[0];
     long long p1 = o1 * st[1] - pad[1] + k1 * dil[1];
     long long p2 = o2 * st[2] - pad[2] + k2 * dil[2];
     bool inside = p0 >= 0 && p0 < in[0] && p1 >= 0 && p1 < in[1] && p2 >= 0 && p2 < in[2];
-    cols[i] = inside ? x[(((n * C + g * Cg + c) * in[0] + p0) * in[1] + p1) * in[2] + p2] : (T)0;
+    cols[i] = inside ? x[(((n * C + c) * in[0] + p0) * in[1] + p1) * in[2] + p2] : (T)0;
   }
 }
 
 extern "C" __global__ void ember_im2col_float(const float* x, float* cols, long long total, long long N,
-    long long Cg, long long C, const long long* in, const long long* out, const long long* ker,
-    const long long* st, const long long* pad, const long long* dil) {
-  im2col<float>(x, cols, total, N, Cg, C, in, out, ker, st, pad, dil);
+    long long C, const long long* in, const long long* out, const long long* ker, const long long* st,
+    const long long* pad, const long long* dil) {
+  im2col<float>(x, cols, total, N, C, in, out, ker, st, pad, dil);
 }
 
 extern "C" __global__ void ember_im2col_double(const double* x, double* cols, long long total, long long N,
-    long long Cg, long long C, const long long* in, const long long* out, const long long* ker,
-    const long long* st, const long long* pad, const long long* dil) {
-  im2col<double>(x, cols, total, N, Cg, C, in, out, ker, st, pad, dil);
+    long long C, const long long* in, const long long* out, const long long* ker, const long long* st,
+    const long long* pad, const long long* dil) {
+  im2col<double>(x, cols, total, N, C, in, out, ker, st, pad, dil);
 }
 """
 _IM2COL = {t: _kernels.raw_kernel(f"ember_im2col_{t}", _IM2COL_CODE) for t in ("float", "double")}
 
 
-def _im2col_cupy(xp, x, groups, kernel, out, stride, pads, dilation):
-    """Windows as (N, G, Cg, *kernel, *out) through the CuPy im2col kernel (up to 3 spatial dims)."""
-    n = x.ndim - 2
-    N, C = x.shape[:2]
-    cols = xp.empty((N, groups, C // groups) + tuple(kernel) + tuple(out), x.dtype)
-    arg = lambda v, f=1: xp.asarray(tuple(v) + (f,) * (3 - n), dtype=np.int64)  # noqa: E731  (padded to 3 dims)
-    total = cols.size
-    if total:
-        kern = _IM2COL["float" if x.dtype == np.float32 else "double"]
-        kern((min((total + 255) // 256, 65535),), (256,),
-             (xp.ascontiguousarray(x), cols, np.int64(total), np.int64(N), np.int64(C // groups), np.int64(C),
-              arg(x.shape[2:]), arg(out), arg(kernel), arg(stride), arg((p for p, _ in pads), 0), arg(dilation)))
-    return cols
+def _batch_last(xp, N, out, stride, w, groups):
+    """Whether products by ``w`` take the batch as the last dim of their columns: always on CuPy (the im2col
+    kernel's layout); on NumPy when the rows of output positions (a strided row counts as 1) are shorter than 8
+    and than the batch, as window copies then run over the batch instead, and the columns (``w.shape[1]`` x kernel
+    rows) are no fewer than the rows of the other operand (``w.shape[0] / groups``), which must be transposed."""
+    return xp is not np or ((out[-1] if stride[-1] == 1 else 1) < min(N, 8)
+                            and w.shape[1] * math.prod(w.shape[2:]) >= w.shape[0] // groups)
 
 
-def _windows(xp, x, groups, kernel, out, stride, pads, dilation):
-    """Windows of ``x`` (N, C, *L) as (N, G, Cg, *kernel, *out): a strided view of the padded input on NumPy
-    (copied once by the caller, in the layout its product wants), a kernel's output on CuPy."""
-    N, C = x.shape[:2]
-    if xp is not np and x.dtype in (np.float32, np.float64):
-        return _im2col_cupy(xp, x, groups, kernel, out, stride, pads, dilation)
-    if any(lo or hi for lo, hi in pads):
-        xpad = xp.zeros((N, C) + tuple(s + lo + hi for s, (lo, hi) in zip(x.shape[2:], pads)), x.dtype)
-        xpad[(slice(None),) * 2 + tuple(slice(lo, lo + s) for s, (lo, _) in zip(x.shape[2:], pads))] = x
-        x = xpad
-    st, Cg = x.strides, C // groups
-    return xp.lib.stride_tricks.as_strided(
-        x, (N, groups, Cg) + tuple(kernel) + tuple(out),
-        (st[0], Cg * st[1], st[1]) + tuple(d * t for d, t in zip(dilation, st[2:]))
-        + tuple(s * t for s, t in zip(stride, st[2:])))
-
-
-def _conv(xp, x, w, b, stride, pads, dilation, groups):
-    """Convolution of batched ``x`` (N, C, *L) by ``w`` (O, C / G, *K) plus ``b``."""
-    n, N, O = x.ndim - 2, x.shape[0], w.shape[0]
-    kernel = w.shape[2:]
-    out = [(s + lo + hi - d * (k - 1) - 1) // st + 1
-           for s, (lo, hi), d, k, st in zip(x.shape[2:], pads, dilation, kernel, stride)]
-    CgK, Q, Og = w.shape[1] * math.prod(kernel), math.prod(out), O // groups
-    view = _windows(xp, x, groups, kernel, out, stride, pads, dilation)
-    wm = w.reshape(groups, Og, CgK)
-    if math.prod(kernel) > Q:  # long windows, few positions (a weight gradient): positions as rows of ONE product
-        order = (1, 0) + tuple(range(3 + n, 3 + 2 * n)) + (2,) + tuple(range(3, 3 + n))
-        cols = xp.ascontiguousarray(view.transpose(order)).reshape(groups, N * Q, CgK)
-        r = xp.matmul(cols, wm.transpose(0, 2, 1)).reshape(groups, N, Q, Og).transpose(1, 0, 3, 2)
-    else:  # windows as columns: the product is already the (N, O, *out) output, with no transpose
-        cols = xp.ascontiguousarray(view).reshape(N, groups, CgK, Q)
-        r = xp.matmul(wm[0], cols[:, 0]) if groups == 1 else xp.matmul(wm, cols)
-    r = xp.ascontiguousarray(r).reshape((N, O) + tuple(out))
-    if b is not None:
-        r += b.reshape((O,) + (1,) * n)
+def _padded(xp, x, pads, last):
+    """Batched ``x`` (N, C, *L) zero-padded by ``pads`` ((lo, hi) per dim): a contiguous (C, *L, N) when ``last``
+    (batch last), else (N, C, *L) (``x`` itself without padding)."""
+    n, lead = x.ndim - 2, 1 if last else 2
+    if last:
+        x = x.transpose((1,) + tuple(range(2, n + 2)) + (0,))
+    if not any(lo or hi for lo, hi in pads):
+        return xp.ascontiguousarray(x) if last else x
+    shape = list(x.shape)
+    shape[lead:lead + n] = [s + lo + hi for s, (lo, hi) in zip(shape[lead:lead + n], pads)]
+    r = xp.zeros(shape, x.dtype)
+    r[(slice(None),) * lead + tuple(slice(lo, lo + s) for s, (lo, _) in zip(x.shape[lead:lead + n], pads))] = x
     return r
 
 
-def _col2im(xp, cols, full, stride, dilation, L):
-    """Sum of the columns (N, G, Og, *K, *L) into the (N, G, Og, *full) positions they were taken from; with
-    stride 1 the columns come on the output's grid (L[0], *full[1:]) instead (see ``_conv_transpose``)."""
-    lead, kernel = cols.shape[:3], cols.shape[3:3 + len(L)]
-    offsets = list(itertools.product(*map(range, kernel)))
-    if max(stride) > 1:
-        r = xp.zeros(lead + tuple(full), cols.dtype)
-        for k in offsets:
-            target = tuple(slice(i * d, i * d + (s - 1) * st + 1, st) for i, d, s, st in zip(k, dilation, L, stride))
-            r[(slice(None),) * 3 + target] += cols[(slice(None),) * 3 + k]
-        return r
-    # on the flattened output, every kernel offset adds ONE contiguous run per plane
-    cols = cols.reshape(lead + kernel + (math.prod(cols.shape[3 + len(L):]),))
-    run, steps = cols.shape[-1], [math.prod(full[i + 1:]) for i in range(len(L))]
-    starts = [sum(i * d * t for i, d, t in zip(k, dilation, steps)) for k in offsets]
-    r = xp.zeros(lead + (max(math.prod(full), max(starts) + run),), cols.dtype)
-    for k, start in zip(offsets, starts):
-        r[..., start:start + run] += cols[(slice(None),) * 3 + k]
-    return r[..., :math.prod(full)].reshape(lead + tuple(full))
+def _operand(xp, a, groups, last):
+    """Batched ``a`` (N, C, *L) as a product's operand: (G, C / G, prod(L) * N) batch ``last``, else
+    (N, G, C / G, prod(L))."""
+    N, C, P = a.shape[0], a.shape[1], math.prod(a.shape[2:])
+    if last:
+        return _padded(xp, a, (), True).reshape(groups, C // groups, P * N)
+    return a.reshape(N, groups, C // groups, P)
+
+
+def _batched(xp, r, C, L, N, last, crop=()):
+    """A product's result, (C, *L, N) batch ``last`` else (N, C, *L) (in any shape of that size), as a
+    contiguous (N, C, *L) with its spatial dims cut by the slices ``crop``."""
+    n, L = len(L), tuple(L)
+    if last:
+        r = r.reshape((C,) + L + (N,))[(slice(None),) + tuple(crop)].transpose((n + 1, 0) + tuple(range(1, n + 1)))
+    else:
+        r = r.reshape((N, C) + L)[(slice(None),) * 2 + tuple(crop)]
+    return xp.ascontiguousarray(r)
+
+
+def _im2col(xp, x, groups, kernel, out, stride, pads, dilation, last):
+    """The windows of ``x`` (N, C, *L) giving outputs ``out`` as columns: (G, C / G * prod(kernel),
+    prod(out) * N) batch ``last``, else (N, G, C / G * prod(kernel), prod(out)). On NumPy a strided view of the
+    padded input copied once; on CuPy a kernel's output."""
+    n, (N, C) = x.ndim - 2, x.shape[:2]
+    CgK, Q = C // groups * math.prod(kernel), math.prod(out)
+    if last and xp is not np and x.dtype in (np.float32, np.float64):
+        cols = xp.empty((C,) + tuple(kernel) + tuple(out) + (N,), x.dtype)
+        arg = lambda v, f=1: xp.asarray(tuple(v) + (f,) * (3 - n), dtype=np.int64)  # noqa: E731  (3 dims)
+        if cols.size:
+            _IM2COL["float" if x.dtype == np.float32 else "double"](
+                (min((cols.size + 255) // 256, 65535),), (256,),
+                (xp.ascontiguousarray(x), cols, np.int64(cols.size), np.int64(N), np.int64(C), arg(x.shape[2:]),
+                 arg(out), arg(kernel), arg(stride), arg((p for p, _ in pads), 0), arg(dilation)))
+    else:
+        a, lead = _padded(xp, x, pads, last), 1 if last else 2
+        st, sp = a.strides, a.strides[lead:lead + n]
+        cols = xp.ascontiguousarray(xp.lib.stride_tricks.as_strided(
+            a, a.shape[:lead] + tuple(kernel) + tuple(out) + a.shape[lead + n:],
+            st[:lead] + tuple(d * t for d, t in zip(dilation, sp)) + tuple(s * t for s, t in zip(stride, sp))
+            + st[lead + n:]))
+    return cols.reshape((groups, CgK, Q * N) if last else (N, groups, CgK, Q))
+
+
+def _col2im(xp, cols, full, stride, dilation, lead):
+    """Sum of the columns (``lead`` dims, *kernel, *L, any trailing dims) into the (lead dims, *full, trailing
+    dims) positions they were taken from."""
+    n = len(full)
+    kernel, L = cols.shape[lead:lead + n], cols.shape[lead + n:lead + 2 * n]
+    r = xp.zeros(cols.shape[:lead] + tuple(full) + cols.shape[lead + 2 * n:], cols.dtype)
+    pre = (slice(None),) * lead
+    for k in itertools.product(*map(range, kernel)):
+        r[pre + tuple(slice(i * d, i * d + (s - 1) * st + 1, st) for i, d, s, st in
+                      zip(k, dilation, L, stride))] += cols[pre + k]
+    return r
+
+
+def _mm(xp, a, b):
+    """Grouped product (..., G, m, k) @ (..., G, k, n): 2-d products when G == 1."""
+    if a.shape[-3] == 1 and b.shape[-3] == 1:
+        return xp.matmul(a[..., 0, :, :], b[..., 0, :, :])[..., None, :, :]
+    return xp.matmul(a, b)
+
+
+def _windows_product(xp, w, cols, out, N, last):
+    """The weight (O, C / G, *K) times the columns of ``_im2col``: the (N, O, *out) convolution output."""
+    O, G = w.shape[0], cols.shape[-3]
+    return _batched(xp, _mm(xp, w.reshape(G, O // G, cols.shape[-2]), cols), O, out, N, last)
+
+
+def _conv(xp, x, w, b, stride, pads, dilation, groups):
+    """Convolution of batched ``x`` (N, C, *L) by ``w`` (O, C / G, *K) plus ``b``: one product of the weight by
+    the windows."""
+    n, N, kernel = x.ndim - 2, x.shape[0], w.shape[2:]
+    out = [(s + lo + hi - d * (k - 1) - 1) // st + 1
+           for s, (lo, hi), d, k, st in zip(x.shape[2:], pads, dilation, kernel, stride)]
+    last = _batch_last(xp, N, out, stride, w, groups)
+    r = _windows_product(xp, w, _im2col(xp, x, groups, kernel, out, stride, pads, dilation, last), out, N, last)
+    if b is not None:
+        r += b.reshape((-1,) + (1,) * n)
+    return r
+
+
+def _transposed(xp, xo, w, groups, N, L, full, stride, dilation, crop, last):
+    """Transposed convolution of the operand ``xo`` (see ``_operand``) of a (N, C, *L) input by ``w``
+    (C, O / G, *K): the product, then col2im into (N, O, *full) cut by ``crop``."""
+    Cg, Og, kernel = w.shape[0] // groups, w.shape[1], tuple(w.shape[2:])
+    cols = _mm(xp, w.reshape(groups, Cg, Og * math.prod(kernel)).transpose(0, 2, 1), xo)
+    O, L = groups * Og, tuple(L)
+    cols = cols.reshape((O,) + kernel + L + (N,) if last else (N, O) + kernel + L)
+    return _batched(xp, _col2im(xp, cols, full, stride, dilation, 1 if last else 2), O, full, N, last, crop)
 
 
 def _conv_transpose(xp, x, w, b, stride, pads, dilation, groups, output_padding):
-    """Transposed convolution of batched ``x`` (N, C, *L) by ``w`` (C, O / G, *K): product, then col2im."""
-    n, (N, C), L = x.ndim - 2, x.shape[:2], x.shape[2:]
-    Cg, Og, kernel = C // groups, w.shape[1], w.shape[2:]
+    """Transposed convolution of batched ``x`` (N, C, *L) by ``w`` (C, O / G, *K) plus ``b``."""
+    n, N, L, kernel = x.ndim - 2, x.shape[0], x.shape[2:], w.shape[2:]
     full = [(s - 1) * st + d * (k - 1) + 1 + op for s, st, d, k, op in zip(L, stride, dilation, kernel, output_padding)]
     size = [f - 2 * p for f, (p, _) in zip(full, pads)]
     if min(size, default=1) <= 0:
         raise RuntimeError(f"Given input size per channel: ({_sizes(L)}). Calculated output size per channel: "
                            f"({_sizes(size)}). Output size is too small")
-    grid = (L[0],) + tuple(full[1:]) if max(stride) == 1 else L
-    if grid != L:  # stride 1: zeros put x on the output's grid, so that col2im adds whole runs
-        xg = xp.zeros((N, C) + grid, x.dtype)
-        xg[(slice(None),) * 2 + tuple(slice(0, s) for s in L)] = x
-        x = xg
-    wm = w.reshape(groups, Cg, Og * math.prod(kernel)).transpose(0, 2, 1)
-    cols = xp.matmul(wm, x.reshape((N, groups, Cg, math.prod(grid))))  # (N, G, Og * prod(K), prod(grid))
-    r = _col2im(xp, cols.reshape((N, groups, Og) + tuple(kernel) + tuple(grid)), full, stride, dilation, L)
-    r = r[(slice(None),) * 3 + tuple(slice(p, p + s) for (p, _), s in zip(pads, size))]
-    r = xp.ascontiguousarray(r).reshape((N, groups * Og) + tuple(size))
+    last = _batch_last(xp, N, L, stride, w, groups)
+    r = _transposed(xp, _operand(xp, x, groups, last), w, groups, N, L, full, stride, dilation,
+                    [slice(p, p + s) for (p, _), s in zip(pads, size)], last)
     if b is not None:
         r += b.reshape((-1,) + (1,) * n)
     return r
@@ -339,6 +376,52 @@ def _conv_grads(g, x, w, b, stride, pads, dilation, transposed, output_padding, 
     return gx, gw, gb
 
 
+def no_graph(*tensors):
+    """Whether nothing can record a graph from ``tensors`` (none requires grad, as in a backward without
+    create_graph, which hands VJPs detached arguments): a VJP may then compute on their arrays directly."""
+    return not any(t is not None and t.requires_grad for t in tensors)
+
+
+def _weight_product(xp, a, cols, last):
+    """The weight gradient from an operand and columns (see ``_operand``, ``_im2col``): ``a @ cols^T``, summed
+    over the batch when it is not ``last``; computed transposed, the columns' rows leading (measured faster)."""
+    r = _mm(xp, cols, a.swapaxes(-1, -2)).swapaxes(-1, -2)
+    return r if last else r.sum(0)
+
+
+def _array_grads(g, x, w, b, stride, pads, dilation, transposed, groups, need):
+    """The gradients ``_conv_grads`` gives, computed on the arrays of batched ``g`` and ``x`` (no graph to
+    record): the operand form of one of them paired with the other's windows (one im2col) serves both
+    products, with no dispatch in between."""
+    xp, dtype = _backend.xp_of(x._data), x._data.dtype
+    ga, xa, wa = up(g._data), up(x._data), up(w._data)
+    N, kernel = xa.shape[0], wa.shape[2:]
+    gx = gw = None
+    # transposed: the input gradient is a convolution of g, the weight's pairs x with g's windows; else the input
+    # gradient is a transposed convolution of g, the weight's pairs g with x's windows
+    if transposed and (need["input"] or need["weight"]):
+        last = _batch_last(xp, N, xa.shape[2:], stride, wa, groups)
+        cols = _im2col(xp, ga, groups, kernel, xa.shape[2:], stride, pads, dilation, last)
+        if need["input"]:
+            gx = _windows_product(xp, wa, cols, xa.shape[2:], N, last)
+        if need["weight"]:
+            gw = _weight_product(xp, _operand(xp, xa, groups, last), cols, last)
+    elif not transposed:
+        last = _batch_last(xp, N, ga.shape[2:], stride, wa, groups)
+        go = _operand(xp, ga, groups, last)
+        if need["input"]:
+            full = [s + lo + hi for s, (lo, hi) in zip(xa.shape[2:], pads)]
+            gx = _transposed(xp, go, wa, groups, N, ga.shape[2:], full, stride, dilation,
+                             [slice(lo, lo + s) for s, (lo, _) in zip(xa.shape[2:], pads)], last)
+        if need["weight"]:
+            cols = _im2col(xp, xa, groups, kernel, ga.shape[2:], stride, pads, dilation, last)
+            gw = _weight_product(xp, go, cols, last)
+    # the bias gradient sums the batch first: whole planes at a time
+    gb = None if b is None or not need["bias"] else ga.reshape(ga.shape[:2] + (math.prod(ga.shape[2:]),)).sum(0).sum(-1)
+    return tuple(None if r is None else Tensor._wrap(xp.ascontiguousarray(r.reshape(shape).astype(dtype, copy=False)))
+                 for r, shape in ((gx, xa.shape), (gw, wa.shape), (gb, (-1,))))
+
+
 def _conv_vjp(o, n=None):
     @o.vjp
     def _(ctx, g):
@@ -352,7 +435,10 @@ def _conv_vjp(o, n=None):
             x, g = x.unsqueeze(0), g.unsqueeze(0)
         # positional arguments map to the engine's needs_input_grad; keyword ones are computed
         need = dict.fromkeys(("input", "weight", "bias"), True) | dict(zip(list(a)[:len(ctx.args)], wanted(ctx)))
-        gx, gw, gb = _conv_grads(g, x, w, b, stride, pads, dilation, transposed, opad, a["groups"], need)
+        if no_graph(x, w, b, g):
+            gx, gw, gb = _array_grads(g, x, w, b, stride, pads, dilation, transposed, a["groups"], need)
+        else:
+            gx, gw, gb = _conv_grads(g, x, w, b, stride, pads, dilation, transposed, opad, a["groups"], need)
         return grads(ctx, o, input=gx[0] if unbatched and gx is not None else gx, weight=gw, bias=gb)
 
 

@@ -5,18 +5,20 @@ Max pooling copies every window (a strided view when the windows are evenly spac
 one index grid per dim) and takes the argmax over it (on CuPy, one fused kernel scans each window); average
 pooling is a convolution by a kernel of ones (im2col and one product) divided by the window sizes; adaptive
 average pooling multiplies each spatial dim by a small averaging matrix. Gradients: a scatter-add of the
-output gradient to the argmax positions (a plain scatter when the windows are disjoint); a transposed
-convolution by ones; the transposed averaging matrices."""
+output gradient to the argmax positions (in a backward that records no graph, one ``np.add.at`` on the arrays,
+with the argmax found again from the pooled values on the views path; else ember ops, a plain scatter when the
+windows are disjoint); a transposed convolution by ones; the transposed averaging matrices."""
 import functools
 import math
 
 import numpy as np
 
+from .. import _backend, _kernels
 from .. import _dtype as D
-from .. import _kernels
 from .._registry import op
+from .._tensor import Tensor
 from .activation import bound, grads, tname, up
-from .conv import _conv, convolution
+from .conv import _conv, convolution, no_graph
 from .conv import _tuple as _conv_tuple
 
 
@@ -218,38 +220,58 @@ def _view_offsets(shape, k, s, d, out):
     return np.asarray(off, np.int64), np.asarray(base, np.int64)
 
 
-def _max_views(x, k, s, d, out, indices, kernel_name):
-    """Max pooling on NumPy when every window lies inside the input: an elementwise maximum over the few strided
-    views (one per window element; NaN propagates), and, if asked, PyTorch's flat index of the maximum: the first
-    view equal to it, or the last NaN. Several times faster than copying the windows for an argmax."""
-    a = _max_input(x, kernel_name)
-    views = [a[(Ellipsis,) + tuple(slice(j * di, j * di + (o - 1) * si + 1, si) for j, di, si, o in zip(js, d, s, out))]
-             for js in np.ndindex(*k)]
-    m = np.array(views[0])
-    for v in views[1:]:
-        np.maximum(m, v, out=m)
-    if not indices:
-        return m.astype(x.dtype, copy=False), None
-    off, base = _view_offsets(a.shape[2:], k, s, d, tuple(out))
+def _views(a, k, s, d, out):
+    """The strided views of batched ``a`` holding each window element (row-major window order) of every window."""
+    return [a[(Ellipsis,) + tuple(slice(j * di, j * di + (o - 1) * si + 1, si) for j, di, si, o in zip(js, d, s, out))]
+            for js in np.ndindex(*k)]
+
+
+def _first_max(views, m):
+    """Position in its window (uint8) of PyTorch's element for each maximum ``m``: the first view equal to it (the
+    count of misses before it), or the last NaN."""
     miss = views[0] < m  # (never in a NaN window: those are settled below)
-    first = miss.astype(np.uint8)  # position of the first view equal to the maximum: the count of misses before it
+    first = miss.astype(np.uint8)
     for v in views[1:-1]:
         miss &= v < m
         first += miss
-    idx = off.take(first)
-    if a.dtype.kind == "f" and np.isnan(m).any():  # PyTorch picks the last NaN of a window
-        for v, o in zip(views, off):
-            np.copyto(idx, o, where=v != v)
+    if m.dtype.kind == "f" and np.isnan(m).any():
+        for j, v in enumerate(views):
+            np.copyto(first, j, where=v != v)
+    return first
+
+
+def _view_indices(views, m, shape, k, s, d, out):
+    """PyTorch's flat in-plane index (planes of ``shape``) of each window's maximum ``m`` among the ``views``."""
+    off, base = _view_offsets(shape, k, s, d, tuple(out))
+    idx = off.take(_first_max(views, m))
     idx += base
+    return idx
+
+
+def _max_views(x, k, s, d, out, indices, kernel_name):
+    """Max pooling on NumPy when every window lies inside the input: an elementwise maximum over the few strided
+    views (one per window element; NaN propagates), and, if asked, PyTorch's flat index of the maximum. Several
+    times faster than copying the windows for an argmax."""
+    views = _views(_max_input(x, kernel_name), k, s, d, out)
+    m = np.maximum(views[0], views[1]) if len(views) > 1 else np.array(views[0])
+    for v in views[2:]:
+        np.maximum(m, v, out=m)
+    idx = _view_indices(views, m, x.shape[2:], k, s, d, out) if indices else None
     return m.astype(x.dtype, copy=False), idx
+
+
+def _views_fit(xp, x, k, p, s, d, out):
+    """Whether max pooling takes the strided views path: NumPy, no padding, every window (of at most 16 elements)
+    inside the input."""
+    return xp is np and math.prod(k) <= 16 and not any(p) and all(
+        (o - 1) * si + (ki - 1) * di < L for L, o, ki, si, di in zip(x.shape[2:], out, k, s, d))
 
 
 def _max_pool(xp, name, n, input, kernel_size, stride, padding, dilation, ceil_mode, indices=True):
     x, unbatched, k, s, p, d, out = _window_params(name, input, n, kernel_size, stride, padding, dilation, ceil_mode)
     if xp is not np and (x.dtype.kind == "f" or x.dtype == D.bfloat16.np):
         v, i = _max_pool_cupy(xp, x, k, s, p, d, out)
-    elif xp is np and math.prod(k) <= 16 and not any(p) and all(
-            (o - 1) * si + (ki - 1) * di < L for L, o, ki, si, di in zip(x.shape[2:], out, k, s, d)):
+    elif _views_fit(xp, x, k, p, s, d, out):
         v, i = _max_views(x, k, s, d, out, indices, f"max_pool{n}d")
     else:
         v, i = _max_windows(xp, x, _pool_grids(k, s, p, d, out), f"max_pool{n}d")
@@ -264,6 +286,29 @@ def _scatter_max_grad(x, g, idx, n, disjoint=False):
     z = g.new_zeros(lead + (math.prod(x.shape[x.dim() - n:]),))
     scatter = z.scatter if disjoint else z.scatter_add
     return scatter(-1, idx.reshape(lead + (k,)), g.reshape(lead + (k,))).reshape(x.shape)
+
+
+def _scatter_max_array(x, g, idx, n):
+    """``_scatter_max_grad`` on NumPy arrays, for a backward that records no graph: one ``np.add.at``, which adds
+    in the outputs' order as PyTorch does, in ``g``'s compute dtype, rounded."""
+    lead = x.shape[:x.ndim - n]
+    plane, k = math.prod(x.shape[x.ndim - n:]), math.prod(g.shape[g.ndim - n:])
+    gc = up(g)
+    flat = idx.reshape(lead + (k,)) + np.arange(0, math.prod(lead) * plane, plane).reshape(lead + (1,))
+    gx = np.zeros(x.shape, gc.dtype)
+    np.add.at(gx.reshape(-1), flat.reshape(-1), gc.reshape(-1))
+    return Tensor._wrap(gx.astype(g.dtype, copy=False))
+
+
+def _on_arrays(x, g):
+    """Whether a max pooling VJP computes on the arrays: NumPy, and no graph to record."""
+    return no_graph(x, g) and _backend.is_host(x._data)
+
+
+def _max_grad(x, g, idx, n, disjoint=False):
+    """``_scatter_max_grad`` of the tensor ``idx``, on the arrays when ``_on_arrays``."""
+    return _scatter_max_array(x._data, g._data, idx._data, n) if _on_arrays(x, g) else \
+        _scatter_max_grad(x, g, idx, n, disjoint)
 
 
 def _disjoint(a, n):
@@ -290,13 +335,25 @@ def _max_pool_ops(n):
     @plain.vjp
     def _(ctx, g):
         a = bound(ctx, plain)
+        x = a["input"]
+        if _on_arrays(x, g):
+            xb, unbatched, k, s, p, d, out = _window_params(plain.name, x._data, n, a["kernel_size"], a["stride"],
+                                                            a["padding"], a["dilation"], a["ceil_mode"])
+            if _views_fit(np, xb, k, p, s, d, out):  # the maxima found again from the values
+                m = up(ctx.out._data)
+                idx = _view_indices(_views(up(xb), k, s, d, out), m[None] if unbatched else m, xb.shape[2:], k, s,
+                                    d, out)
+            else:
+                idx = _max_pool(np, plain.name, n, x._data, a["kernel_size"], a["stride"], a["padding"],
+                                a["dilation"], a["ceil_mode"])[1]
+            return grads(ctx, plain, input=_scatter_max_array(x._data, g._data, idx, n))
         idx = indexed.fn(*ctx.args, **ctx.kwargs)[1]
-        return grads(ctx, plain, input=_scatter_max_grad(a["input"], g, idx, n, _disjoint(a, n)))
+        return grads(ctx, plain, input=_scatter_max_grad(x, g, idx, n, _disjoint(a, n)))
 
     @indexed.vjp
     def _(ctx, g, gi=None):
         a = bound(ctx, indexed)
-        return grads(ctx, indexed, input=_scatter_max_grad(a["input"], g, ctx.out[1], n, _disjoint(a, n)))
+        return grads(ctx, indexed, input=_max_grad(a["input"], g, ctx.out[1], n, _disjoint(a, n)))
     return plain, indexed
 
 
@@ -487,7 +544,7 @@ def _adaptive_ops(n):
 
     @max_op.vjp
     def _(ctx, g, gi=None):
-        return grads(ctx, max_op, input=_scatter_max_grad(bound(ctx, max_op)["input"], g, ctx.out[1], n))
+        return grads(ctx, max_op, input=_max_grad(bound(ctx, max_op)["input"], g, ctx.out[1], n))
     return avg_op, max_op
 
 

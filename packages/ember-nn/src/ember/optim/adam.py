@@ -8,17 +8,18 @@ __all__ = ["Adam", "AdamW", "Adamax", "NAdam", "RAdam"]
 
 
 def _moments(state, g, beta1, beta2):
-    """m <- m + (1 - beta1)(g - m); v <- beta2 v + (1 - beta2) g^2; returns (m, v) arrays."""
+    """m <- m + (1 - beta1)(g - m); v <- beta2 v + (1 - beta2) g^2; returns the arrays (m, v, scratch), the
+    scratch one of their shape for the caller to reuse."""
     m, v = state["exp_avg"]._data, state["exp_avg_sq"]._data
-    t = g - m
+    np_ = xp(g)
+    t = np_.subtract(g, m, out=np_.empty_like(m))  # (out=: an array even for 0-d parameters)
     t *= 1 - beta1
     m += t
     v *= beta2
-    np_ = xp(g)
     np_.multiply(g, g, out=t)
     t *= 1 - beta2
     v += t
-    return m, v
+    return m, v, t
 
 
 def _check_common(lr, eps, betas, weight_decay):
@@ -61,16 +62,16 @@ class Adam(Optimizer):
                     p._data *= 1 - lr * wd
                 if adjust:
                     g = grad_of(g, p, group, l2)
-                m, v = _moments(state, g, beta1, beta2)
+                m, v, denom = _moments(state, g, beta1, beta2)
                 bc1, bc2 = 1 - beta1 ** step, 1 - beta2 ** step
+                np_ = xp(m)
                 if amsgrad:
                     vmax = state["max_exp_avg_sq"]._data
-                    xp(v).maximum(vmax, v, out=vmax)
+                    np_.maximum(vmax, v, out=vmax)
                     v = vmax
-                denom = xp(v).sqrt(v)
+                np_.sqrt(v, out=denom)
                 denom /= math.sqrt(bc2)
                 denom += eps
-                np_ = xp(m)
                 np_.divide(m, denom, out=denom)
                 denom *= lr / bc1
                 p._data -= denom
@@ -155,7 +156,7 @@ class NAdam(Optimizer):
                 mu_prod = state["mu_product"]._data
                 mu_prod *= mu  # in the state's (single) precision, as PyTorch keeps it
                 mu_product = float(mu_prod)
-                m, v = _moments(state, g, beta1, beta2)
+                m, v, _ = _moments(state, g, beta1, beta2)
                 denom = xp(v).sqrt(v / (1 - beta2 ** step))
                 denom += eps
                 p._data -= (lr * (1.0 - mu) / (1.0 - mu_product)) * (g / denom)
@@ -191,7 +192,7 @@ class RAdam(Optimizer):
                 if decoupled and wd:
                     p._data *= 1 - lr * wd
                 g = grad_of(g, p, group, 0 if decoupled else wd)
-                m, v = _moments(state, g, beta1, beta2)
+                m, v, _ = _moments(state, g, beta1, beta2)
                 bc1, bc2 = 1 - beta1 ** step, 1 - beta2 ** step
                 m_hat = m / bc1
                 rho_t = rho_inf - 2 * step * (beta2 ** step) / bc2
