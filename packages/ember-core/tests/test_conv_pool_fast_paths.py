@@ -29,6 +29,17 @@ POOLS = [((2, 3, 7), (3,), (2,), (1,), (1,), False),
          ((2, 1, 4, 5, 6), (2, 3, 2), (1, 2, 2), (1, 1, 0), (2, 1, 1), True)]
 
 
+def _host_run(tmp_path, kernel, main, *files):
+    """Compile kernel ``kernel``'s body with ``main`` for the host and run it on ``files`` (in ``tmp_path``)."""
+    src, exe = tmp_path / f"{kernel}.cpp", tmp_path / kernel
+    src.write_text(HOST_PRELUDE + KERNELS[kernel].spec["code"] + main)
+    build = subprocess.run(["g++", "-std=c++17", "-O1", "-Wall", "-o", str(exe), str(src)], capture_output=True,
+                           text=True)
+    assert build.returncode == 0, build.stderr
+    run = subprocess.run([str(exe), *(str(tmp_path / f) for f in files)], capture_output=True)
+    assert run.returncode == 0, run.stderr
+
+
 def _pool_input(shape, dtype):
     x = np.random.default_rng(len(shape)).standard_normal(shape).astype(dtype)
     flat = x.reshape(-1)
@@ -71,15 +82,8 @@ int main(int argc, char** argv) {{
   return 0;
 }}
 """
-    src = tmp_path / "pool.cpp"
-    src.write_text(HOST_PRELUDE + KERNELS[f"ember_max_pool_{ctype}"].spec["code"] + main)
-    exe = tmp_path / "pool"
-    build = subprocess.run(["g++", "-std=c++17", "-O1", "-Wall", "-o", str(exe), str(src)], capture_output=True,
-                           text=True)
-    assert build.returncode == 0, build.stderr
     x.tofile(tmp_path / "x.bin")
-    run = subprocess.run([str(exe), *(str(tmp_path / f) for f in ("x.bin", "y.bin", "i.bin"))], capture_output=True)
-    assert run.returncode == 0, run.stderr
+    _host_run(tmp_path, f"ember_max_pool_{ctype}", main, "x.bin", "y.bin", "i.bin")
     got_v = np.fromfile(tmp_path / "y.bin", dtype).reshape(want_v.shape)
     got_i = np.fromfile(tmp_path / "i.bin", np.int64).reshape(want_i.shape)
     np.testing.assert_array_equal(got_v, want_v)
@@ -256,13 +260,6 @@ int main(int argc, char** argv) {{
   return 0;
 }}
 """
-    src = tmp_path / "im2col.cpp"
-    src.write_text(HOST_PRELUDE + KERNELS[f"ember_im2col_{ctype}"].spec["code"] + main)
-    exe = tmp_path / "im2col"
-    build = subprocess.run(["g++", "-std=c++17", "-O1", "-Wall", "-o", str(exe), str(src)], capture_output=True,
-                           text=True)
-    assert build.returncode == 0, build.stderr
     x.tofile(tmp_path / "x.bin")
-    run = subprocess.run([str(exe), str(tmp_path / "x.bin"), str(tmp_path / "cols.bin")], capture_output=True)
-    assert run.returncode == 0, run.stderr
+    _host_run(tmp_path, f"ember_im2col_{ctype}", main, "x.bin", "cols.bin")
     np.testing.assert_array_equal(np.fromfile(tmp_path / "cols.bin", dtype), want.reshape(-1))
