@@ -58,6 +58,12 @@ def wanted(ctx):
     return getattr(ctx, "needs_input_grad", None) or (True,) * len(ctx.args)
 
 
+def no_graph(*tensors):
+    """Whether nothing can record a graph from ``tensors`` (none requires grad, as in a backward without
+    create_graph, which hands VJPs detached arguments): a VJP may then compute on their arrays directly."""
+    return not any(t is not None and t.requires_grad for t in tensors)
+
+
 @add.vjp
 @saves(args=False, out=False)
 def _(ctx, g):

@@ -19,7 +19,7 @@ from .. import _backend, _kernels
 from .._registry import REGISTRY, op
 from .._tensor import Tensor
 from .activation import bound, grads, tname, up
-from .arithmetic import wanted
+from .arithmetic import no_graph, wanted
 
 
 def _tuple(v, n, name, error=None):
@@ -374,12 +374,6 @@ def _conv_grads(g, x, w, b, stride, pads, dilation, transposed, output_padding, 
             gw = _weight_grad(x, g, w.shape[2:], stride, lo, dilation, groups)
     gb = None if b is None or not need["bias"] else g.sum([0] + list(range(2, n + 2)))
     return gx, gw, gb
-
-
-def no_graph(*tensors):
-    """Whether nothing can record a graph from ``tensors`` (none requires grad, as in a backward without
-    create_graph, which hands VJPs detached arguments): a VJP may then compute on their arrays directly."""
-    return not any(t is not None and t.requires_grad for t in tensors)
 
 
 def _weight_product(xp, a, cols, last):

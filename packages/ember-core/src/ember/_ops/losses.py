@@ -5,11 +5,13 @@ import types
 
 import numpy as np
 
+from .. import _backend
 from .. import _dtype as D
 from .. import _promotion as P
 from .._registry import op
+from .._tensor import Tensor
 from .activation import bound, grads, tname, up
-from .arithmetic import quiet
+from .arithmetic import no_graph, quiet
 from .comparison import where
 from .nn_misc import pairwise_distance
 
@@ -131,14 +133,35 @@ def _softmax_nll(xp, input, target, weight=None, reduction=0, ignore_index=-100)
     return loss.astype(input.dtype, copy=False)
 
 
+def _softmax_nll_array_grad(x, t, weight, g, reduction, ignore_index):
+    """The input gradient of ``_softmax_nll`` computed on NumPy arrays (no graph to record): the softmax with
+    one subtracted at each target, times the row's scale (see the VJP)."""
+    xa = up(x)
+    keep = t != ignore_index
+    safe = np.where(keep, t, 0)
+    w = up(weight)[safe] * keep if weight is not None else keep.astype(xa.dtype)
+    with np.errstate(all="ignore"):
+        scale = np.where(keep, w * (up(g) / w.sum() if reduction == 1 else up(g)), 0)
+        p = np.exp(xa - xa.max(1, keepdims=True))
+        p /= p.sum(1, keepdims=True)
+    p[np.arange(len(safe)), safe] -= 1
+    p *= scale[:, None]
+    return p.astype(x.dtype, copy=False)
+
+
 @_softmax_nll.vjp
 def _(ctx, g):
     a = bound(ctx, _softmax_nll)
     x, t, weight = a["input"], a["target"], a["weight"]
+    if no_graph(x, weight, g) and _backend.is_host(x._data):
+        gx = _softmax_nll_array_grad(x._data, t._data, None if weight is None else weight._data, g._data,
+                                     a["reduction"], a["ignore_index"])
+        return grads(ctx, _softmax_nll, input=Tensor._wrap(gx))
     keep = t != a["ignore_index"]
     safe = where(keep, t, 0)
     w = weight[safe] * keep if weight is not None else keep.to(x.dtype)
-    scale = w * (g / w.sum() if a["reduction"] == 1 else g)
+    # an ignored row's gradient is zero even when the mean divides by a zero total weight (0 * inf)
+    scale = where(keep, w * (g / w.sum() if a["reduction"] == 1 else g), 0)
     onehot = x.new_zeros(x.shape).scatter(1, safe.unsqueeze(1), 1.0)
     return grads(ctx, _softmax_nll, input=(x.softmax(1) - onehot) * scale.unsqueeze(1))
 

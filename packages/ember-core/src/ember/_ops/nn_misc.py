@@ -3,14 +3,17 @@ per-feature; masks from ember's generator), embedding lookup, pixel and channel 
 pairwise distance."""
 import numpy as np
 
+from .. import _backend
 from .. import _dtype as D
 from .. import _promotion as P
 from .._random import _draws_for
 from .._registry import op
+from .._tensor import Tensor
 from .activation import bound, grads, tname, up
-from .arithmetic import wanted
+from .arithmetic import no_graph, wanted
 from .comparison import where
 from .linalg import _add_scaled, _check_matmul, _mm, _rounded
+from .reduction import sum as sum_op
 
 _ALPHA = 1.7580993408473766  # the SELU negative saturation value, -scale * alpha
 
@@ -31,11 +34,17 @@ def linear(xp, input, weight, bias=None):
 def _(ctx, g):
     input, weight, bias = (list(ctx.args) + [ctx.kwargs.get("bias")])[:3]
     want = wanted(ctx)
+    gb = bias is not None and (len(want) < 3 or want[2])
+    if no_graph(input, weight, bias, g) and _backend.is_host(g._data):  # the same products on the arrays
+        g2, dt = g._data.reshape(-1, weight.shape[0]), g._data.dtype
+        gi = _rounded(_mm(np, g2, weight._data), dt).reshape(input.shape) if want[0] else None
+        gw = _rounded(_mm(np, g2.T, input._data.reshape(-1, weight.shape[1])), dt) if want[1] else None
+        return tuple(None if r is None else Tensor._wrap(r) for r in (gi, gw, sum_op.impl(np, g2, 0) if gb else None))
     g2 = g.reshape(-1, weight.shape[0])
     # the weight's gradient is made in its own (out, in) layout; the input's only when wanted (not for data)
     gi = (g2 @ weight).reshape(input.shape) if want[0] else None
     gw = g2.mT @ input.reshape(-1, weight.shape[1]) if want[1] else None
-    return gi, gw, g2.sum(0) if bias is not None else None
+    return gi, gw, g2.sum(0) if gb else None
 
 
 # ---- dropout -------------------------------------------------------------------------------------

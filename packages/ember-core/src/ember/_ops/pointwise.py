@@ -685,7 +685,12 @@ def relu(xp, a):
 @relu.vjp
 @saves(args=False)
 def _(ctx, g):
-    return (g * ~(ctx.out <= 0),)  # NaN passes the gradient, as PyTorch's
+    y = ctx.out
+    if _plain_pair(g, y):  # one product by a mask on the arrays (a product: branchless, unlike a masked select)
+        keep = y._data <= 0
+        _backend.xp_of(keep).logical_not(keep, out=keep)
+        return (Tensor._wrap(g._data * keep),)
+    return (g * ~(y <= 0),)  # NaN passes the gradient, as PyTorch's
 
 
 def _logistic(a, out=None):

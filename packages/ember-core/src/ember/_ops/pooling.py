@@ -18,7 +18,8 @@ from .. import _dtype as D
 from .._registry import op
 from .._tensor import Tensor
 from .activation import bound, grads, tname, up
-from .conv import _conv, convolution, no_graph
+from .arithmetic import no_graph
+from .conv import _conv, convolution
 from .conv import _tuple as _conv_tuple
 
 

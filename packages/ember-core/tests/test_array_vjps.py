@@ -1,0 +1,178 @@
+"""The VJPs that compute on the arrays in a backward recording no graph (fused cross entropy, linear, relu)
+against torch.autograd, with the ember-op path they replace (create_graph) checked beside them; and the hand
+binding of VJP arguments against inspect's."""
+import inspect
+import types
+
+import numpy as np
+import pytest
+import torch
+from optable import needs_autograd
+
+import ember
+from ember._ops import activation, losses, nn_misc
+from ember._registry import REGISTRY
+
+pytestmark = needs_autograd
+
+TORCH_DT = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16,
+            "float16": torch.float16}
+TOL = {"float32": 1e-5, "float64": 1e-12, "bfloat16": 2e-2, "float16": 2e-3}
+
+
+def _pair(a, dtype, requires_grad=True):
+    """``a`` (float64 NumPy) as a torch and an ember tensor of ``dtype`` with the same values."""
+    t = torch.tensor(a).to(TORCH_DT[dtype])
+    e = ember.tensor(t.float().numpy() if dtype in ("bfloat16", "float16") else t.numpy()).to(getattr(ember, dtype))
+    return t.requires_grad_(requires_grad), e.requires_grad_(requires_grad)
+
+
+def _close(e, t, dtype):
+    assert e.dtype == getattr(ember, dtype)
+    np.testing.assert_allclose(e.detach().float().numpy(), t.detach().float().numpy(), rtol=TOL[dtype],
+                               atol=TOL[dtype])
+
+
+def _spy(monkeypatch, module, name):
+    """Record the calls of ``module.name`` (and what they return)."""
+    seen, fn = [], getattr(module, name)
+
+    def spy(*args, **kwargs):
+        seen.append(fn(*args, **kwargs))
+        return seen[-1]
+    monkeypatch.setattr(module, name, spy)
+    return seen
+
+
+# ---- fused cross entropy ------------------------------------------------------------------------
+def _nll_case(dtype, weighted, ignored, reduction, create_graph, monkeypatch):
+    rng = np.random.default_rng(reduction + 3 * ignored)
+    logits = rng.standard_normal((10, 7)) * 3  # made non-contiguous below
+    logits[2, 4] = 40.0
+    target = rng.integers(0, 10, 7)
+    target[:ignored] = 5
+    tx, ex = _pair(logits, dtype)
+    tw, ew = _pair(rng.uniform(0.5, 2.0, 10), dtype, requires_grad=False) if weighted else (None, None)
+    tt, et = torch.tensor(target), ember.tensor(target)
+    kw = dict(weight=tw, reduction=("none", "mean", "sum")[reduction], ignore_index=5)
+    tl = torch.nn.functional.cross_entropy(tx.T, tt, **kw)
+    el = REGISTRY["_softmax_nll"].fn(ex.mT, et, ew, reduction, 5)
+    _close(el, tl, dtype)
+    g = rng.uniform(0.5, 2.0, tl.shape)
+    if reduction == 0:
+        g[:ignored] = np.inf  # an ignored row keeps a zero gradient
+    tg, eg = _pair(g, dtype, requires_grad=False)
+    seen = _spy(monkeypatch, losses, "_softmax_nll_array_grad")
+    (tdx,) = torch.autograd.grad(tl, tx, tg, create_graph=create_graph)
+    (edx,) = ember.autograd.grad(el, ex, eg, create_graph=create_graph)
+    assert len(seen) == (not create_graph)
+    _close(edx, tdx, dtype)
+    return tx, ex, tdx, edx
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "bfloat16", "float16"])
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("ignored", [0, 2, 7])
+@pytest.mark.parametrize("reduction", [0, 1, 2])
+@pytest.mark.parametrize("create_graph", [False, True])
+def test_softmax_nll_grad(dtype, weighted, ignored, reduction, create_graph, monkeypatch):
+    """Every row ignored: the mean divides by a zero total weight, yet the gradient is zero, as PyTorch's."""
+    _nll_case(dtype, weighted, ignored, reduction, create_graph, monkeypatch)
+
+
+def test_softmax_nll_double_backward(monkeypatch):
+    tx, ex, tdx, edx = _nll_case("float64", True, 2, 1, True, monkeypatch)
+    (tgg,) = torch.autograd.grad((tdx ** 2).sum(), tx)
+    (egg,) = ember.autograd.grad((edx ** 2).sum(), ex)
+    _close(egg, tgg, "float64")
+
+
+def test_softmax_nll_grad_nan_logits():
+    x = np.array([[0.0, np.nan, 1.0], [2.0, -np.inf, 1.0], [np.inf, 0.0, 1.0]])
+    tx, ex = _pair(x, "float64")
+    t = np.array([0, 2, 1])
+    torch.nn.functional.cross_entropy(tx, torch.tensor(t)).backward()
+    REGISTRY["_softmax_nll"].fn(ex, ember.tensor(t), None, 1, -100).backward()
+    np.testing.assert_array_equal(ex.grad.numpy(), tx.grad.numpy())
+
+
+# ---- linear -------------------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", ["float32", "float64", "bfloat16", "float16"])
+@pytest.mark.parametrize("shape", [(5,), (4, 5), (2, 3, 5), (0, 5)])
+@pytest.mark.parametrize("bias", [None, "arg", "kwarg"])
+@pytest.mark.parametrize("needs", ["all", "input", "weight"])
+@pytest.mark.parametrize("create_graph", [False, True])
+def test_linear_grad(dtype, shape, bias, needs, create_graph, monkeypatch):
+    rng = np.random.default_rng(len(shape))
+    tx, ex = _pair(rng.standard_normal(shape[::-1]).T, dtype, needs != "weight")  # non-contiguous
+    tw, ew = _pair(rng.standard_normal((3, 5)), dtype, needs != "input")
+    tb, eb = _pair(rng.standard_normal(3), dtype, needs != "input") if bias else (None, None)
+    ty = torch.nn.functional.linear(tx, tw, tb)
+    lin = REGISTRY["linear"].fn
+    ey = lin(ex, ew, eb) if bias == "arg" else lin(ex, ew, bias=eb) if bias else lin(ex, ew)
+    _close(ey, ty, dtype)
+    tg, eg = _pair(rng.standard_normal(ty.shape), dtype, requires_grad=False)
+    wrt = [(t, e) for t, e in ((tx, ex), (tw, ew), (tb, eb)) if t is not None and t.requires_grad]
+    seen = _spy(monkeypatch, nn_misc, "no_graph")
+    tgrads = torch.autograd.grad(ty, [t for t, _ in wrt], tg)
+    egrads = ember.autograd.grad(ey, [e for _, e in wrt], eg, create_graph=create_graph)
+    assert seen == [not create_graph]
+    for e, t in zip(egrads, tgrads):
+        _close(e, t, dtype)
+
+
+def test_linear_double_backward():
+    rng = np.random.default_rng(0)
+    (tx, ex), (tw, ew) = _pair(rng.standard_normal((4, 5)), "float64"), _pair(rng.standard_normal((3, 5)), "float64")
+    tgx, tgw = torch.autograd.grad(torch.nn.functional.linear(tx, tw).sin().sum(), (tx, tw), create_graph=True)
+    egx, egw = ember.autograd.grad(REGISTRY["linear"].fn(ex, ew).sin().sum(), (ex, ew), create_graph=True)
+    for e, t in zip(ember.autograd.grad((egx * egw.sum()).sum(), (ex, ew)),
+                    torch.autograd.grad((tgx * tgw.sum()).sum(), (tx, tw))):
+        _close(e, t, "float64")
+
+
+# ---- relu ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", ["float32", "float64", "bfloat16", "float16"])
+@pytest.mark.parametrize("create_graph", [False, True])
+def test_relu_grad(dtype, create_graph):
+    """NaN inputs pass the gradient, -0.0 and 0 stop it; non-contiguous; 0-d."""
+    x = np.random.default_rng(1).standard_normal((6, 4))
+    x[0, :4] = [np.nan, -0.0, 0.0, np.inf]
+    g = np.random.default_rng(2).standard_normal((6, 4))
+    g[x > 0] *= 1e3
+    for xs, gs in ((x.T, g.T), (x[2, 1], g[2, 1])):
+        tx, ex = _pair(xs, dtype)
+        tg, eg = _pair(gs, dtype, requires_grad=False)
+        (tdx,) = torch.autograd.grad(torch.relu(tx), tx, tg)
+        (edx,) = ember.autograd.grad(ember.relu(ex), ex, eg, create_graph=create_graph)
+        _close(edx, tdx, dtype)
+
+
+# ---- argument binding ---------------------------------------------------------------------------
+def _impl(xp, input, target, weight=None, reduction=1, *, flag=False):
+    return input
+
+
+def _varargs(xp, *tensors, dim=0):
+    return tensors
+
+
+@pytest.mark.parametrize("impl, args, kwargs", [
+    (_impl, (1, 2), {}), (_impl, (1, 2, 3, 4), {"flag": True}), (_impl, (1,), {"target": 2, "reduction": 0}),
+    (_impl, (), {"input": 1, "target": 2}), (_impl, (1, 2, 3, 4, 5), {}), (_impl, (1, 2), {"input": 3}),
+    (_impl, (1,), {}), (_impl, (1, 2), {"other": 3}), (_impl, (1, 2), {"flag": 3, "bad": 4}),
+    (_varargs, (1, 2, 3), {"dim": 1}), (_varargs, (), {})])
+def test_bound_matches_inspect(impl, args, kwargs):
+    """The hand binding gives inspect's arguments (in order, defaults filled), and its TypeError for a call
+    that does not bind."""
+    o, ctx = types.SimpleNamespace(impl=impl), types.SimpleNamespace(args=args, kwargs=kwargs)
+    try:
+        b = inspect.signature(impl).bind(None, *args, **kwargs)
+    except TypeError as e:
+        with pytest.raises(TypeError, match=str(e)):
+            activation.bound(ctx, o)
+        return
+    b.apply_defaults()
+    assert list(activation.bound(ctx, o).items()) == list(b.arguments.items())[1:]
+    names = list(inspect.signature(impl).parameters)[1:]
+    assert activation.grads(ctx, o, **{n: n for n in names}) == tuple(names[:len(args)])
