@@ -48,6 +48,36 @@ def mlp_step():
             for name, lib in (("ember", ember), ("torch", torch))}
 
 
+def _mlp_products(lib, batch=256, sizes=(784, 512, 512, 10), seed=0):
+    """A closure running the eight matrix products of one MLP training step, in the layouts ember's linear
+    computes them (forward x W^T per layer; backward g W for the inputs of the two upper layers, g^T x for
+    every weight): NumPy's matmul for ember (what its linear calls), torch's for torch."""
+    rng = np.random.default_rng(seed)
+    arr = (lambda a: a) if lib == "numpy" else lib.from_numpy
+    mm = np.matmul if lib == "numpy" else lib.matmul
+    xs = [arr(rng.standard_normal((batch, n)).astype(np.float32)) for n in sizes[:-1]]
+    ws = [arr(rng.standard_normal((o, i)).astype(np.float32)) for i, o in zip(sizes, sizes[1:])]
+    gs = [arr(rng.standard_normal((batch, o)).astype(np.float32)) for o in sizes[1:]]
+
+    def products():
+        for x, w, g in zip(xs, ws, gs):
+            mm(x, w.T)
+            mm(g.T, x)
+        for w, g in zip(ws[1:], gs[1:]):
+            mm(g, w)
+    return products
+
+
+@benchmark("floor of the MLP row: its eight matrix products alone, NumPy's OpenBLAS against torch's BLAS",
+           goal=1.1)
+def mlp_products_floor():
+    """The MLP step is mostly its matrix products, which ember leaves to the BLAS NumPy ships (OpenBLAS) and
+    torch to its own (MKL on x86): this row is about the best ratio the MLP row can reach on this machine."""
+    import torch
+    return {"ember": best("products()", products=_mlp_products("numpy")),
+            "torch": best("products()", products=_mlp_products(torch))}
+
+
 @benchmark("digits CNN Adam training step, batch 32", goal=1.5)
 def cnn_step():
     import torch
