@@ -1,7 +1,7 @@
 """The autograd graph and the backward engine.
 
 Every differentiable op call that has an input requiring grad gets a ``Node`` holding the op's VJP
-and what the call saw (``SavedContext``). ``backward`` walks the graph from the roots with
+and what the call saw. ``backward`` walks the graph from the roots with
 dependency counts, so a node runs once all the gradients flowing into it are summed.
 """
 import heapq
@@ -23,105 +23,6 @@ _FREED = ("Trying to backward through the graph a second time (or directly acces
           "already been freed). Saved intermediate values of the graph are freed when you call .backward() or "
           "autograd.grad(). Specify retain_graph=True if you need to backward through the graph a second time or if "
           "you need to access saved tensors after calling backward.")
-
-
-class SavedContext:
-    """What a VJP sees: the call's arguments and result, checked against in-place changes on access.
-
-    The result is kept as its arrays and version counters, not as tensors: a tensor holds its node, so
-    holding it here would make a reference cycle and keep every graph's memory until the cyclic garbage
-    collector runs. Reading ``out`` makes fresh tensors over the arrays, joined to the node when a graph
-    is being built (create_graph).
-
-    A VJP may say what it reads (attributes set on the function, see ``arithmetic.saves``): ``saves_args``
-    False (none of the tensor arguments) or a function ``args -> args`` putting None for the tensors it
-    does not read, and ``saves_out`` False. Only what it reads is kept (and checked for in-place changes),
-    so a graph holds no more memory than its backward needs."""
-
-    __slots__ = ("_args", "kwargs", "_outs", "_single", "_inputs", "_versions", "_node", "_pargs", "_pout",
-                 "grad_donated")
-
-    def __init__(self, args, kwargs, node, inputs, outputs, single, vjp):
-        saves_args = getattr(vjp, "saves_args", True)
-        if saves_args is not True:
-            args = saves_args(args) if saves_args else tuple([None if isinstance(a, Tensor) else a for a in args])
-            inputs = _flat_tensors(args)
-        self._args, self.kwargs, self._inputs, self._single = args, kwargs, inputs, single
-        self._node = weakref.ref(node)
-        self._pargs = self._pout = None  # args and out cut from the graph, made once (when read) for VJPs run
-        # without create_graph
-        self.grad_donated = False  # set while the VJP runs: it may write into the gradient's array (see _unshared)
-        # (loops, not comprehensions: this runs for every recorded call)
-        in_versions = []
-        for t in inputs:
-            in_versions.append(t._version[0])
-        outs, out_versions = [], []
-        if getattr(vjp, "saves_out", True):
-            for o in outputs:
-                v = o._version
-                outs.append((o._data, v))
-                out_versions.append(v[0])
-        self._outs, self._versions = outs, (in_versions, out_versions)
-
-    def _check(self, which):
-        versions = self._versions
-        if versions is None:
-            raise RuntimeError(_FREED)
-        if which:
-            for (data, version), v in zip(self._outs, versions[1]):
-                if version[0] != v:
-                    self._raise(data.shape, data.dtype, version[0], v)
-        else:
-            for t, v in zip(self._inputs, versions[0]):
-                if t._version[0] != v:
-                    self._raise(t._data.shape, t._data.dtype, t._version[0], v)
-
-    def _raise(self, shape, np_dtype, now, v):
-        dtype = FROM_NP[np_dtype]
-        node = self._node()
-        raise RuntimeError(
-            f"one of the variables needed for gradient computation has been modified by an inplace "
-            f"operation: [{_LEGACY.get(dtype, str(dtype))} {list(shape)}], which is output 0 of "
-            f"{node.name() if node is not None else 'a backward node'}, is at version {now}; expected version {v} "
-            "instead. Hint: enable anomaly detection to find the operation that failed to compute its gradient, "
-            "with torch.autograd.set_detect_anomaly(True).")
-
-    @property
-    def args(self):
-        """The call's arguments (checked: none changed in place since the call)."""
-        self._check(0)
-        if grad_mode.MODE.enabled:
-            return self._args
-        if self._pargs is None:
-            self._pargs = _detached(self._args)
-        return self._pargs
-
-    @property
-    def out(self):
-        """The call's result (checked: not changed in place since the call)."""
-        self._check(1)
-        if not self._outs:
-            raise RuntimeError(f"the VJP of {self._node().name()} reads ctx.out but is marked as not saving it")
-        if grad_mode.MODE.enabled:
-            node = self._node()
-            outs = [_output(data, version, node, i) for i, (data, version) in enumerate(self._outs)]
-            return outs[0] if self._single else tuple(outs)
-        if self._pout is None:
-            outs = [Tensor._wrap(data) for data, _ in self._outs]
-            self._pout = outs[0] if self._single else tuple(outs)
-        return self._pout
-
-    @property
-    def needs_input_grad(self):
-        """Whether each positional argument of the call needs a gradient (False for non-tensors; for a list
-        argument, whether any of its tensors does): a VJP need not compute the others."""
-        node = self._node()
-        if node is None or self._args is None:
-            raise RuntimeError(_FREED)
-        return node._needs(len(self._args))
-
-    def free(self):
-        self._args = self._outs = self._inputs = self._versions = self._pargs = self._pout = None
 
 
 _LEGACY = {ember.float32: "torch.FloatTensor", ember.float64: "torch.DoubleTensor", ember.float16: "torch.HalfTensor",
@@ -177,18 +78,32 @@ def _layout(args):
 
 
 class Node:
-    """A backward function: turns gradients of its outputs into gradients of its inputs."""
+    """A backward function: turns gradients of its outputs into gradients of its inputs.
+
+    A node is also the context its VJP reads (``ctx``, unless a stand-in replaced it, see ``graph``): the call's
+    arguments and result, checked against in-place changes on access. (One object, not two: every recorded call
+    makes one.) The result is kept as its arrays and version counters, not as tensors: a tensor holds its node,
+    so holding it here would make a reference cycle and keep every graph's memory until the cyclic garbage
+    collector runs. Reading ``out`` makes fresh tensors over the arrays, joined to the node when a graph is
+    being built (create_graph).
+
+    A VJP may say what it reads (attributes set on the function, see ``arithmetic.saves``): ``saves_args``
+    False (none of the tensor arguments) or a function ``args -> args`` putting None for the tensors it does not
+    read, and ``saves_out`` False. Only what it reads is kept (and checked for in-place changes), so a graph
+    holds no more memory than its backward needs."""
 
     __slots__ = ("_vjp", "_name", "_ctx", "next_functions", "_in_meta", "_out_meta", "_structure", "_pos",
-                 "_pre_hooks", "_hooks", "seq", "_metadata", "_trace", "materialize", "__weakref__")
+                 "_pre_hooks", "_hooks", "seq", "_metadata", "_trace", "materialize", "_args", "kwargs", "_outs",
+                 "_single", "_inputs", "_versions", "_pargs", "_pout", "grad_donated", "__weakref__")
 
     def __init__(self, name, vjp, args, kwargs, outputs, as_tuple=False, inputs=None):
         self._vjp, self._name = vjp, name
         self.seq = next(_seq)
-        self._pre_hooks = self._hooks = self._trace = self._metadata = None
+        self._ctx = self._pre_hooks = self._hooks = self._trace = self._metadata = None
         self.materialize = True  # unused float outputs get zero gradients (custom Functions may opt out)
         if inputs is None:
             inputs = _flat_tensors(args)
+        # (loops, not comprehensions: this runs for every recorded call)
         edges, in_meta = [], []
         for t in inputs:
             if t._rg:
@@ -214,13 +129,87 @@ class Node:
                 break
         self._pos = pos
         self._structure = _layout(args) if pos is None else True
-        out_meta = []  # (a loop, not a comprehension: this runs for every recorded call)
+        # what the VJP reads
+        saves_args = getattr(vjp, "saves_args", True)
+        if saves_args is not True:
+            args = saves_args(args) if saves_args else tuple([None if isinstance(a, Tensor) else a for a in args])
+            inputs = _flat_tensors(args)
+        self._args, self.kwargs, self._inputs = args, kwargs, inputs
+        # ctx.out: one tensor, or a tuple when several (or the op returned a tuple, even of one)
+        self._single = len(outputs) == 1 and not as_tuple
+        self._pargs = self._pout = None  # args and out cut from the graph, made once (when read) for VJPs run
+        # without create_graph
+        self.grad_donated = False  # set while the VJP runs: it may write into the gradient's array (see _unshared)
+        in_versions = []
+        for t in inputs:
+            in_versions.append(t._version[0])
+        out_meta, outs, out_versions = [], [], []
+        keep_out = getattr(vjp, "saves_out", True)
         for o in outputs:
             d = o._data
             out_meta.append((d.shape, d.dtype, None) if type(d) is ndarray else _meta(d))
-        self._out_meta = out_meta
-        # ctx.out: one tensor, or a tuple when several (or the op returned a tuple, even of one)
-        self._ctx = SavedContext(args, kwargs, self, inputs, outputs, len(outputs) == 1 and not as_tuple, vjp)
+            if keep_out:
+                v = o._version
+                outs.append((d, v))
+                out_versions.append(v[0])
+        self._out_meta, self._outs, self._versions = out_meta, outs, (in_versions, out_versions)
+
+    # ---- the VJP's context -------------------------------------------------------------------------------
+    def _check(self, which):
+        versions = self._versions
+        if versions is None:
+            raise RuntimeError(_FREED)
+        if which:
+            for (data, version), v in zip(self._outs, versions[1]):
+                if version[0] != v:
+                    self._raise(data.shape, data.dtype, version[0], v)
+        else:
+            for t, v in zip(self._inputs, versions[0]):
+                if t._version[0] != v:
+                    self._raise(t._data.shape, t._data.dtype, t._version[0], v)
+
+    def _raise(self, shape, np_dtype, now, v):
+        dtype = FROM_NP[np_dtype]
+        raise RuntimeError(
+            f"one of the variables needed for gradient computation has been modified by an inplace "
+            f"operation: [{_LEGACY.get(dtype, str(dtype))} {list(shape)}], which is output 0 of "
+            f"{self._name}, is at version {now}; expected version {v} instead. Hint: enable anomaly detection to "
+            "find the operation that failed to compute its gradient, with torch.autograd.set_detect_anomaly(True).")
+
+    @property
+    def args(self):
+        """The call's arguments (checked: none changed in place since the call)."""
+        self._check(0)
+        if grad_mode.MODE.enabled:
+            return self._args
+        if self._pargs is None:
+            self._pargs = _detached(self._args)
+        return self._pargs
+
+    @property
+    def out(self):
+        """The call's result (checked: not changed in place since the call)."""
+        self._check(1)
+        if not self._outs:
+            raise RuntimeError(f"the VJP of {self._name} reads ctx.out but is marked as not saving it")
+        if grad_mode.MODE.enabled:
+            outs = [_output(data, version, self, i) for i, (data, version) in enumerate(self._outs)]
+            return outs[0] if self._single else tuple(outs)
+        if self._pout is None:
+            outs = [Tensor._wrap(data) for data, _ in self._outs]
+            self._pout = outs[0] if self._single else tuple(outs)
+        return self._pout
+
+    @property
+    def needs_input_grad(self):
+        """Whether each positional argument of the call needs a gradient (False for non-tensors; for a list
+        argument, whether any of its tensors does): a VJP need not compute the others."""
+        if self._args is None:
+            raise RuntimeError(_FREED)
+        return self._needs(len(self._args))
+
+    def free(self):
+        self._args = self._outs = self._inputs = self._versions = self._pargs = self._pout = None
 
     def name(self):
         return self._name
@@ -263,7 +252,7 @@ class Node:
 
     def apply(self, grads):
         """Gradients for each edge in ``next_functions`` from the gradients of each output."""
-        ctx = self._ctx
+        ctx = self._ctx or self
         if ctx._versions is None:
             raise RuntimeError(_FREED)
         result = self._vjp(ctx, *grads)
@@ -275,7 +264,15 @@ class Node:
         if pos is not None:
             n, grads = len(result), []
             for i, m in zip(pos, self._in_meta):
-                grads.append(_fit(result[i], m) if i < n else None)
+                g = result[i] if i < n else None
+                if g is not None:  # (_fit's test inlined: most gradients already fit)
+                    if m is None:
+                        g = None
+                    else:
+                        d = g._data
+                        if d.shape != m[0] or d.dtype is not m[1]:
+                            g = _fit(g, m)
+                grads.append(g)
             return grads
         flat = []
         for i, where in enumerate(self._structure):
@@ -288,7 +285,7 @@ class Node:
         return [_fit(g, m) for g, m in zip(flat, self._in_meta)]
 
     def release(self):
-        self._ctx.free()
+        (self._ctx or self).free()
 
 
 _NO_EDGE = (None, 0)
@@ -485,14 +482,14 @@ def run_backward(roots, grad_roots, retain_graph=False, create_graph=False, inpu
                 continue
             n_out = len(outs)
             if n_out == 1 and outs[0] is not None:
-                ctx = node._ctx
-                # (hooks read outs after the VJP; custom Functions' contexts take no donation)
-                if not create_graph and node._hooks is None and type(ctx) is SavedContext and _unshared(outs[0], 3):
-                    ctx.grad_donated = True
-                    try:
-                        next_grads = _apply(node, outs)
+                # (hooks read outs after the VJP; stand-in contexts take no donation)
+                if not create_graph and node._hooks is None and node._ctx is None and _unshared(outs[0], 3):
+                    node.grad_donated = True
+                    try:  # (_apply inlined: no hooks here)
+                        next_grads = node.apply(outs) if not anomaly_mode._STATE.enabled else \
+                            anomaly_mode.checked_apply(node, outs)
                     finally:
-                        ctx.grad_donated = False
+                        node.grad_donated = False
                 else:
                     next_grads = _apply(node, outs)
             elif n_out > 1 and all(g is not None for g in outs):  # (`None in outs` would call Tensor.__eq__)

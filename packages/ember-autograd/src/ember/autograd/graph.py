@@ -22,7 +22,7 @@ from ember import _dispatch
 from ember._tensor import Tensor
 
 from . import grad_mode
-from ._engine import Node, SavedContext, _detached, edge_of
+from ._engine import Node, _detached, edge_of
 
 __all__ = ["GradientEdge", "Node", "disable_saved_tensors_hooks", "get_gradient_edge", "increment_version",
            "save_on_cpu", "saved_tensors_hooks"]
@@ -117,8 +117,8 @@ def _layer(call, call_next):
     result = call_next(call)
     for t in result if isinstance(result, (tuple, list)) else (result,):
         node = t.grad_fn if isinstance(t, Tensor) else None
-        if node is not None and node is not before and type(node._ctx) is SavedContext:
-            node._ctx = _PackedContext(node._ctx, pack, unpack)
+        if node is not None and node is not before and node._ctx is None:
+            node._ctx = _PackedContext(node, pack, unpack)
     return result
 
 
@@ -172,30 +172,31 @@ def _map(x, fn, cls):
 
 
 class _PackedContext:
-    """Stands in for a node's SavedContext: the original context keeps the packed values (and does
-    its in-place version check, on metadata instead of tensors); each access unpacks them."""
+    """Stands in for a node as its VJP's context: the node keeps the packed values (and does its in-place
+    version check, on metadata instead of tensors); each access unpacks them. The node holds this stand-in,
+    which refers back to it weakly (no reference cycle)."""
 
-    __slots__ = ("_ctx", "kwargs", "_unpack", "_out")
+    __slots__ = ("_node", "kwargs", "_unpack", "_out")
 
-    def __init__(self, ctx, pack, unpack):
-        self._ctx, self.kwargs, self._unpack = ctx, ctx.kwargs, unpack
+    def __init__(self, node, pack, unpack):
+        self._node, self.kwargs, self._unpack = weakref.ref(node), node.kwargs, unpack
         with grad_mode.enable_grad():
-            out = ctx.out if ctx._outs else None
+            out = node.out if node._outs else None
         self._out = _map(out, lambda t: _Packed(t, pack), Tensor)
         for p in self._out if isinstance(self._out, tuple) else (self._out,):
             if isinstance(p, _Packed) and p.edge is not None:
-                p.edge = (ctx._node, p.edge[1])
-        ctx._args = _map(ctx._args, lambda t: _Packed(t, pack), Tensor)
-        ctx._inputs = [_Meta(t) for t in ctx._inputs]
-        ctx._outs = [(_stand_in(data), version) for data, version in ctx._outs]
+                p.edge = (self._node, p.edge[1])
+        node._args = _map(node._args, lambda t: _Packed(t, pack), Tensor)
+        node._inputs = [_Meta(t) for t in node._inputs]
+        node._outs = [(_stand_in(data), version) for data, version in node._outs]
 
     @property
     def _versions(self):
-        return self._ctx._versions
+        return self._node()._versions
 
     @property
     def needs_input_grad(self):
-        return self._ctx.needs_input_grad
+        return self._node().needs_input_grad
 
     def _unpacked(self, packed):
         value = _map(packed, lambda p: p.get(self._unpack), _Packed)
@@ -203,12 +204,12 @@ class _PackedContext:
 
     @property
     def args(self):
-        return self._unpacked(self._ctx.args)
+        return self._unpacked(self._node().args)
 
     @property
     def out(self):
-        self._ctx._check(1)
+        self._node()._check(1)
         return self._unpacked(self._out)
 
     def free(self):
-        self._ctx.free()
+        self._node().free()
