@@ -1,12 +1,11 @@
 """SGD's update through NumPy's BLAS axpy: the cases it takes and the ones it leaves to the ufuncs, against
-PyTorch (and against NumPy where PyTorch refuses overlapping operands), with the BLAS lookup's fallbacks."""
-import ctypes
-
+PyTorch (and against NumPy where PyTorch refuses overlapping operands), and the same steps without BLAS."""
 import numpy as np
 import pytest
 import torch
 
 import ember
+from ember import _blas
 from ember.optim import sgd
 
 
@@ -104,15 +103,5 @@ def test_without_blas_the_ufuncs_give_the_same_steps(monkeypatch):
         np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)  # one rounding (axpy) or two (ufuncs)
 
 
-def test_blas_lookup_checks_and_falls_back(monkeypatch):
-    found = sgd._numpy_blas()
-    assert set(found) <= {np.dtype(np.float32), np.dtype(np.float64)}
-    assert found.keys() == sgd._AXPY.keys()
-    monkeypatch.setattr(sgd, "_DATA", 8)  # a wrong offset for the data pointer: no BLAS
-    assert sgd._numpy_blas() == {}
-    monkeypatch.undo()
-
-    def no_library(path):
-        raise OSError(path)
-    monkeypatch.setattr(ctypes, "CDLL", no_library)
-    assert sgd._numpy_blas() == {}
+def test_sgd_uses_the_shared_blas_table():
+    assert sgd._AXPY is _blas.AXPY  # the lookup itself is tested in ember-core (test_blas.py)

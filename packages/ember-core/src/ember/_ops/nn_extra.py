@@ -7,6 +7,7 @@ import types
 import numpy as np
 
 from .. import _factory
+from .._blas import gemm
 from .._registry import REGISTRY, op
 from .activation import bound, grads, tname, up
 from .arithmetic import wanted
@@ -155,103 +156,149 @@ def _lstm_check(input, state, weights):
         raise RuntimeError("Expected sequence length to be larger than 0 in RNN")
 
 
-def _sigmoid_(xp, z):
-    """Sigmoid in place (an overflowing exp gives the right 0)."""
-    with np.errstate(over="ignore"):
-        xp.negative(z, out=z)
-        xp.exp(z, out=z)
-    z += 1
-    xp.reciprocal(z, out=z)
+_CHUNK = 8  # steps per product over the input (forward and backward)
+
+
+def _gate_scale(xp, H, dtype):
+    """(4H, 1): halves for the rows of the sigmoid gates (i, f, o), ones for g's. With sigmoid(z) = (1 + tanh(z / 2))
+    / 2 one tanh makes all four gates, and halving weights and bias halves the products exactly."""
+    scale = xp.full((4 * H, 1), 0.5, dtype)
+    scale[2 * H:3 * H] = 1
+    return scale
 
 
 @op("_lstm_layer", method=False, function=False)
 def _lstm_layer(xp, input, h0, c0, w_ih, w_hh, b_ih=None, b_hh=None):
     """One LSTM layer over a time-major sequence ``input`` (T > 0, B, F) from the state (h0, c0) (B, H); returns
     (outputs (T, B, H), h_T, c_T) and, for the backward pass, the gates (T, B, 4H) and cell states (T, B, H). The
-    input's part of every step's gates is one product before the time loop; each step adds one product of the
-    hidden state and applies the gates in place."""
+    input's part of the gates is one product per chunk of steps; each step adds one product of the hidden state
+    into it and applies the gates. Steps run transposed, (features, batch): a step's gates are then
+    contiguous blocks (NumPy's loops over the strided blocks of (B, 4H) rows took several times longer) and the step
+    product W_hh h^T is BLAS's fastest arrangement; gates and cell states are returned as transposed views."""
     _lstm_check(input, [h0, c0], [w_ih, w_hh, b_ih, b_hh])
     (T, B, F), H = input.shape, w_hh.shape[1]
-    z = xp.matmul(up(input).reshape(T * B, F), up(w_ih).T).reshape(T, B, 4 * H)
-    for b in (b_ih, b_hh):
-        if b is not None:
-            z += up(b)
-    wh = xp.ascontiguousarray(up(w_hh))  # row-major (4H, H): the step product W_hh h^T (4H rows) runs faster
-    # in BLAS than h W_hh^T (B rows), measured 15% with OpenBLAS
-    out, cells, ig = xp.empty((T, B, H), z.dtype), xp.empty((T, B, H), z.dtype), xp.empty((B, H), z.dtype)
-    h, c = up(h0), up(c0)
+    x = up(input)
+    scale = _gate_scale(xp, H, x.dtype)
+    wi, wh = up(w_ih) * scale, up(w_hh) * scale
+    x2, n = x.reshape(T * B, F), _CHUNK * B
+    biases = [up(b) for b in (b_ih, b_hh) if b is not None]
+    bias = sum(biases)[:, None] * scale if biases else None
+    zx = xp.empty((4 * H, n + 16), x.dtype)[:, :n]  # (rows padded: a power-of-two stride thrashes the caches)
+    gates, out, cells = xp.empty((T, 4 * H, B), x.dtype), xp.empty((T, H, B), x.dtype), xp.empty((T, H, B), x.dtype)
+    h, c, ig = up(h0).T, up(c0).T, xp.empty((H, B), x.dtype)
     for t in range(T):
-        zt = z[t]
-        zt += (wh @ h.T).T
-        _sigmoid_(xp, zt[:, :2 * H])
-        _sigmoid_(xp, zt[:, 3 * H:])
-        xp.tanh(zt[:, 2 * H:3 * H], out=zt[:, 2 * H:3 * H])
-        c = xp.multiply(zt[:, H:2 * H], c, out=cells[t])
-        c += xp.multiply(zt[:, :H], zt[:, 2 * H:3 * H], out=ig)
+        k = t % _CHUNK
+        if not k:  # the input's part of the next steps' gates: one product per chunk, which stays in cache
+            zc = zx[:, :min(n, (T - t) * B)]
+            if bias is not None:
+                zc[...] = bias
+            gemm(wi, x2[t * B:t * B + zc.shape[1]].T, zc, bias is not None)
+        z = gates[t]
+        zt = zx[:, k * B:(k + 1) * B]
+        gemm(wh, h, zt, 1)
+        xp.tanh(zt, out=z)
+        for s in (z[:2 * H], z[3 * H:]):
+            s *= 0.5
+            s += 0.5
+        c = xp.multiply(z[H:2 * H], c, out=cells[t])
+        c += xp.multiply(z[:H], z[2 * H:3 * H], out=ig)
         h = xp.tanh(c, out=out[t])
-        h *= zt[:, 3 * H:]
+        h *= z[3 * H:]
     dt = input.dtype  # (h and c are views of out and cells: copied, so that no two outputs share memory)
-    return out.astype(dt, copy=False), h.astype(dt), c.astype(dt), z.astype(dt, copy=False), \
-        cells.astype(dt, copy=False)
+    return out.transpose(0, 2, 1).astype(dt, order="C"), h.T.astype(dt, order="C"), c.T.astype(dt, order="C"), \
+        gates.transpose(0, 2, 1).astype(dt, copy=False), cells.transpose(0, 2, 1).astype(dt, copy=False)
 
 
 _lstm_layer.constant_outputs = lambda args, kwargs: (3, 4)  # the gates and cell states carry no gradient
 
 
-def _array_fns(xp):
-    """What _lstm_bptt needs, on arrays (the backward op, which always has the forward's gates) ..."""
-    return types.SimpleNamespace(cat=lambda a, d: xp.concatenate(a, d), stack=xp.stack, tanh=xp.tanh)
-
-
-# ... and on tensors (a differentiable backward, for create_graph)
-_TENSOR_FNS = types.SimpleNamespace(cat=lambda a, d: REGISTRY["cat"].fn(a, d), stack=lambda a: REGISTRY["stack"].fn(a),
-                                    tanh=lambda z: z.tanh(), sigmoid=lambda z: z.sigmoid())
-
-
-def _lstm_bptt(m, x, h0, c0, w_ih, w_hh, bias, out, g_out, g_h, g_c, gates=None, cells=None, dx=True):
-    """Backpropagation through time of _lstm_layer on arrays or tensors (``m`` has the functions). Without the
-    forward's gates and cell states they are recomputed from the outputs (two products over all steps and the
-    cell recurrence); only the hidden state's gradient loops over time. ``dx=False`` skips the input's gradient
-    (a first layer's data needs none)."""
+def _lstm_bptt(x, h0, c0, w_ih, w_hh, bias, out, g_out, g_h, g_c):
+    """Backpropagation through time of _lstm_layer in ember ops (a differentiable backward, for create_graph): the
+    gates and cell states are recomputed from the outputs (two products over all steps and the cell recurrence);
+    only the hidden state's gradient loops over time."""
     (T, B, F), H = x.shape, w_hh.shape[1]
-    h_prev = m.cat([h0.reshape(1, B, H), out[:T - 1]], 0).reshape(T * B, H)
+    cat, stack = REGISTRY["cat"].fn, REGISTRY["stack"].fn
+    h_prev = cat([h0.reshape(1, B, H), out[:T - 1]], 0).reshape(T * B, H)
     x2 = x.reshape(T * B, F)
-    if gates is None:
-        z = (x2 @ w_ih.T + h_prev @ w_hh.T).reshape(T, B, 4 * H)
-        z = z + bias if bias is not None else z
-        gates = m.cat([m.sigmoid(z[..., :2 * H]), m.tanh(z[..., 2 * H:3 * H]), m.sigmoid(z[..., 3 * H:])], -1)
-    i, f, g, o = gates[..., :H], gates[..., H:2 * H], gates[..., 2 * H:3 * H], gates[..., 3 * H:]
-    if cells is None:
-        cs, c = [], c0
-        for t in range(T):
-            c = f[t] * c + i[t] * g[t]
-            cs.append(c)
-        cells = m.stack(cs)
-    tc = m.tanh(cells)
+    z = (x2 @ w_ih.T + h_prev @ w_hh.T).reshape(T, B, 4 * H)
+    z = z + bias if bias is not None else z
+    i, f, o = (z[..., k * H:(k + 1) * H].sigmoid() for k in (0, 1, 3))
+    g = z[..., 2 * H:3 * H].tanh()
+    cs, c = [], c0
+    for t in range(T):
+        c = f[t] * c + i[t] * g[t]
+        cs.append(c)
+    cells = stack(cs)
+    tc = cells.tanh()
     # per-step factors that do not depend on the incoming gradients
-    c_prev = m.cat([c0.reshape(1, B, H), cells[:T - 1]], 0)
+    c_prev = cat([c0.reshape(1, B, H), cells[:T - 1]], 0)
     a_c, d_o = o * (1 - tc * tc), tc * o * (1 - o)
     d_i, d_g, d_f = g * i * (1 - i), i * (1 - g * g), c_prev * f * (1 - f)
     dh, dc, dzs = g_h, g_c, [None] * T
     for t in range(T - 1, -1, -1):
         dh = g_out[t] + dh
         dc = dc + dh * a_c[t]
-        dz = dzs[t] = m.cat([dc * d_i[t], dc * d_f[t], dc * d_g[t], dh * d_o[t]], -1)
+        dz = dzs[t] = cat([dc * d_i[t], dc * d_f[t], dc * d_g[t], dh * d_o[t]], -1)
         dh, dc = dz @ w_hh, dc * f[t]
-    dz = m.stack(dzs).reshape(T * B, 4 * H)
-    return (dz @ w_ih).reshape(T, B, F) if dx else None, dh, dc, dz.T @ x2, dz.T @ h_prev, dz.sum(0)
+    dz = stack(dzs).reshape(T * B, 4 * H)
+    return (dz @ w_ih).reshape(T, B, F), dh, dc, dz.T @ x2, dz.T @ h_prev, dz.sum(0)
 
 
 @op("_lstm_layer_backward", method=False, function=False, differentiable=False)
 def _lstm_layer_backward(xp, input, h0, c0, w_ih, w_hh, bias, out, g_out, g_h, g_c, gates, cells, dx=True):
     """Gradients of _lstm_layer's (input (unless not ``dx``), h0, c0, w_ih, w_hh, bias) from its inputs, ``bias``
     (b_ih + b_hh or None), its outputs (sequence, gates, cell states) and the gradients of its three
-    differentiable outputs."""
+    differentiable outputs. The same math as _lstm_bptt, on arrays and transposed as the forward runs; the
+    weights' and input's gradients are products over chunks of steps, whose gate gradients stay in cache."""
     _lstm_check(input, [h0, c0], [w_ih, w_hh, bias])
-    a = [up(v) if v is not None else None for v in (input, h0, c0, w_ih, w_hh, bias, out, g_out, g_h, g_c,
-                                                    gates, cells)]
-    return tuple(r.astype(input.dtype, copy=False) if r is not None else None
-                 for r in _lstm_bptt(_array_fns(xp), *a, dx=dx))
+    x, h0, c0, w_ih, w_hh, out, g_out, g_h, g_c, gates, cells = (
+        up(v) for v in (input, h0, c0, w_ih, w_hh, out, g_out, g_h, g_c, gates, cells))
+    (T, B, F), H, dtype = x.shape, w_hh.shape[1], x.dtype
+    gates, cells = (xp.ascontiguousarray(a.transpose(0, 2, 1)) for a in (gates, cells))  # the forward's layout
+    dh = g_out.transpose(0, 2, 1).copy()  # each step's gradient of h (T, H, B); the step products accumulate into it
+    dh[T - 1] += g_h.T
+    dc, dh0, d, a = g_c.T.copy(), xp.empty((H, B), dtype), xp.empty((4 * H, B), dtype), xp.empty((H, B), dtype)
+    n, x2, h2 = _CHUNK * B, x.reshape(T * B, F), out.reshape(T * B, H)
+    dz = xp.empty((4 * H, n + 16), dtype)[:, :n]  # a chunk of steps' gate gradients (rows padded, as forward's)
+    dw_ih, dw_hh, db = xp.empty((4 * H, F), dtype), xp.empty((4 * H, H), dtype), xp.empty((4 * H, 1), dtype)
+    ones = xp.ones((n, 1), dtype)  # (the bias's gradient as a product: several times faster than a sum)
+    dxs = xp.empty((T * B, F), dtype) if dx else None
+    wh = xp.ascontiguousarray(w_hh.T)  # (W_hh^T dz: BLAS's fastest arrangement)
+    for t in range(T - 1, -1, -1):  # (the factors each step: on arrays in cache, faster than on all steps)
+        k = t % _CHUNK
+        z, e = gates[t], dz[:, k * B:(k + 1) * B]
+        i, f, g, o = z[:H], z[H:2 * H], z[2 * H:3 * H], z[3 * H:]
+        xp.subtract(1, z, out=d)
+        d *= z
+        d[:H] *= g  # d_i = g i (1 - i)
+        d[H:2 * H] *= cells[t - 1] if t else c0.T  # d_f = c_prev f (1 - f)
+        d_g = xp.multiply(g, g, out=d[2 * H:3 * H])
+        xp.subtract(1, d_g, out=d_g)
+        d_g *= i  # i (1 - g^2)
+        tc = xp.tanh(cells[t], out=a)
+        d[3 * H:] *= tc  # d_o = tanh(c) o (1 - o)
+        tc *= tc
+        xp.subtract(1, tc, out=tc)
+        tc *= o
+        d[3 * H:] *= dh[t]
+        tc *= dh[t]
+        dc += tc  # dh o (1 - tanh(c)^2)
+        xp.multiply(d3 := d[:3 * H].reshape(3, H, B), dc, out=d3)  # d is now the step's gate gradients
+        gemm(wh, d, dh[t - 1] if t else dh0, t > 0)
+        e[...] = d
+        dc *= f
+        if not k:  # a chunk of steps done: its share of the weights', bias's and input's gradients
+            ec, lo, hi = dz[:, :min(n, (T - t) * B)], t * B, min(T, t + _CHUNK) * B
+            beta = hi < T * B
+            gemm(ec, x2[lo:hi], dw_ih, beta)
+            gemm(ec[:, B:] if not t else ec, h2[max(lo - B, 0):hi - B], dw_hh, beta)  # (h_prev: h0 at t = 0)
+            if not t:
+                gemm(ec[:, :B], h0, dw_hh, 1)
+            if dx:
+                gemm(ec.T, w_ih, dxs[lo:hi])
+            gemm(ec, ones[:ec.shape[1]], db, beta)
+    r = (dxs.reshape(T, B, F) if dx else None, dh0.T, dc.T, dw_ih, dw_hh, db.reshape(4 * H))
+    return tuple(a.astype(input.dtype, order="C", copy=False) if a is not None else None for a in r)
 
 
 @_lstm_layer.vjp
@@ -265,7 +312,7 @@ def _(ctx, g_out, g_h, g_c, *_):
     operands = (x, h0, c0, w_ih, w_hh, bias, out, g_out, g_h, g_c)
     # a graph of the backward (create_graph) needs it in ember ops; otherwise one op on arrays
     if any(t is not None and t.requires_grad for t in operands):
-        r = _lstm_bptt(_TENSOR_FNS, *operands)
+        r = _lstm_bptt(*operands)
     else:
         r = _lstm_layer_backward(*operands, gates, cells, wanted(ctx)[0])
     db = r[5] if bias is not None else None

@@ -1,9 +1,11 @@
 """Stochastic gradient descent with momentum, dampening, Nesterov momentum and weight decay."""
-import ctypes
-import sys
-
 import numpy as np
 
+from ember._blas import AXPY as _AXPY
+from ember._blas import DATA as _DATA
+from ember._blas import INT as _INT
+from ember._blas import ONE as _ONE
+from ember._blas import data as _data
 from ember._tensor import Tensor
 
 from ._common import check, grad_of, lr_of, operand
@@ -75,45 +77,3 @@ def _apart(a, b, nbytes):
     """Whether arrays of ``nbytes`` at addresses ``a`` and ``b`` are the same or disjoint (axpy reads and writes
     elementwise: any other overlap needs the ufuncs' buffering)."""
     return a == b or a >= b + nbytes or b >= a + nbytes
-
-
-def _numpy_blas():
-    """{dtype: (axpy, its real ctype)} from the 64-bit-integer BLAS that NumPy's wheels link, found through NumPy's
-    own extension module (dlsym also searches the libraries it loaded) and checked by a test call; {} where none
-    is reachable.
-
-    Called without argtypes on ctypes objects (argument conversion costs more than a short axpy); an array's data
-    pointer is read from the array object, at the field after the object header, checked here first.
-    """
-    if sys.implementation.name != "cpython":  # where id() is not the object's address
-        return {}
-    probe = np.ones(1)
-    if _data(id(probe) + _DATA).value != probe.ctypes.data:
-        return {}
-    try:
-        from numpy._core import _multiarray_umath as umath
-    except ImportError:  # NumPy 1
-        from numpy.core import _multiarray_umath as umath
-    try:
-        lib = ctypes.CDLL(umath.__file__)
-    except OSError:
-        return {}
-    found = {}
-    for dtype, real, name in ((np.dtype(np.float32), ctypes.c_float, "saxpy64_"),
-                              (np.dtype(np.float64), ctypes.c_double, "daxpy64_")):
-        axpy = getattr(lib, "scipy_cblas_" + name, None) or getattr(lib, "cblas_" + name, None)
-        if axpy is None:
-            continue
-        axpy.restype = None
-        x, y = np.arange(1, 6, dtype=dtype), np.ones(5, dtype)
-        axpy(_INT(4), real(-2.0), _data(id(x) + _DATA), _ONE, _data(id(y) + _DATA), _ONE)
-        if y.tolist() == [-1.0, -3.0, -5.0, -7.0, 1.0]:
-            found[dtype] = axpy, real
-    return found
-
-
-_data = ctypes.c_size_t.from_address  # _data(id(a) + _DATA): a's data pointer, as a ctypes argument
-_DATA = object.__basicsize__
-_INT = ctypes.c_int64
-_ONE = _INT(1)
-_AXPY = _numpy_blas()
