@@ -498,7 +498,9 @@ def run_backward(roots, grad_roots, retain_graph=False, create_graph=False, inpu
                 next_grads = [None] * len(node.next_functions)
             else:
                 if node.materialize:
-                    outs = [g if g is not None or m[1].kind not in "fcV" else _zeros(m)
+                    # (zeros for float outputs: not for integer ones, nor for outputs the op declares constant,
+                    # whose metadata is None)
+                    outs = [g if g is not None or m is None or m[1].kind not in "fcV" else _zeros(m)
                             for g, m in zip(outs, node._out_meta)]
                 next_grads = _apply(node, outs)
             if not retain_graph:

@@ -103,6 +103,8 @@ def autograd_layer(call, call_next):
         return result
     # an op may name outputs of this call that carry no gradient (svd's zero-filled U and V without compute_uv)
     constant = op.constant_outputs(args, kwargs) if op.constant_outputs is not None else ()
+    for i in constant:  # (the engine materialises no zero gradients for them)
+        node._out_meta[i] = None
     for i, o in enumerate(outputs or (result,)):
         if o._data.dtype.kind in "fcV" and i not in constant:  # floating and complex dtypes
             attach(o, node, i)
