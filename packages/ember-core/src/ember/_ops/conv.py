@@ -181,15 +181,18 @@ def _operand(xp, a, groups, last):
     return a.reshape(N, groups, C // groups, P)
 
 
-def _batched(xp, r, C, L, N, last, crop=()):
+def _batched(xp, r, C, L, N, last, bias=None):
     """A product's result, (C, *L, N) batch ``last`` else (N, C, *L) (in any shape of that size), as a
-    contiguous (N, C, *L) with its spatial dims cut by the slices ``crop``."""
+    contiguous (N, C, *L) plus ``bias`` (C,): added in place, or while copying out of the batch-last layout."""
     n, L = len(L), tuple(L)
     if last:
-        r = r.reshape((C,) + L + (N,))[(slice(None),) + tuple(crop)].transpose((n + 1, 0) + tuple(range(1, n + 1)))
+        r = r.reshape((C,) + L + (N,)).transpose((n + 1, 0) + tuple(range(1, n + 1)))
     else:
-        r = r.reshape((N, C) + L)[(slice(None),) * 2 + tuple(crop)]
-    return xp.ascontiguousarray(r)
+        r = r.reshape((N, C) + L)
+    if bias is None:
+        return xp.ascontiguousarray(r)
+    bias = bias.reshape((-1,) + (1,) * n)
+    return xp.add(r, bias, out=r if r.flags.c_contiguous else xp.empty(r.shape, r.dtype))
 
 
 def _im2col(xp, x, groups, kernel, out, stride, pads, dilation, last):
@@ -216,16 +219,21 @@ def _im2col(xp, x, groups, kernel, out, stride, pads, dilation, last):
     return cols.reshape((groups, CgK, Q * N) if last else (N, groups, CgK, Q))
 
 
-def _col2im(xp, cols, full, stride, dilation, lead):
-    """Sum of the columns (``lead`` dims, *kernel, *L, any trailing dims) into the (lead dims, *full, trailing
-    dims) positions they were taken from."""
-    n = len(full)
+def _col2im(xp, cols, stride, dilation, lead, crop):
+    """Sum of the columns (``lead`` dims, *kernel, *L, any trailing dims) into the (lead dims, *spatial, trailing
+    dims) positions they were taken from, only those inside the slices ``crop`` (the rest would be cut off)."""
+    n = len(crop)
     kernel, L = cols.shape[lead:lead + n], cols.shape[lead + n:lead + 2 * n]
-    r = xp.zeros(cols.shape[:lead] + tuple(full) + cols.shape[lead + 2 * n:], cols.dtype)
+    r = xp.zeros(cols.shape[:lead] + tuple(c.stop - c.start for c in crop) + cols.shape[lead + 2 * n:], cols.dtype)
     pre = (slice(None),) * lead
     for k in itertools.product(*map(range, kernel)):
-        r[pre + tuple(slice(i * d, i * d + (s - 1) * st + 1, st) for i, d, s, st in
-                      zip(k, dilation, L, stride))] += cols[pre + k]
+        src, dst = [], []
+        for i, d, s, st, c in zip(k, dilation, L, stride, crop):  # columns l at i * d + l * st in [start, stop)
+            first, end = max(0, -((i * d - c.start) // st)), min(s, (c.stop - 1 - i * d) // st + 1)
+            src.append(slice(first, end))
+            dst.append(slice(i * d + first * st - c.start, i * d + (end - 1) * st - c.start + 1, st))
+        if all(v.start < v.stop for v in src):
+            r[pre + tuple(dst)] += cols[pre + k + tuple(src)]
     return r
 
 
@@ -236,49 +244,45 @@ def _mm(xp, a, b):
     return xp.matmul(a, b)
 
 
-def _windows_product(xp, w, cols, out, N, last):
-    """The weight (O, C / G, *K) times the columns of ``_im2col``: the (N, O, *out) convolution output."""
+def _windows_product(xp, w, cols, out, N, last, bias=None):
+    """The weight (O, C / G, *K) times the columns of ``_im2col`` plus ``bias``: the (N, O, *out) convolution
+    output."""
     O, G = w.shape[0], cols.shape[-3]
-    return _batched(xp, _mm(xp, w.reshape(G, O // G, cols.shape[-2]), cols), O, out, N, last)
+    return _batched(xp, _mm(xp, w.reshape(G, O // G, cols.shape[-2]), cols), O, out, N, last, bias)
 
 
 def _conv(xp, x, w, b, stride, pads, dilation, groups):
     """Convolution of batched ``x`` (N, C, *L) by ``w`` (O, C / G, *K) plus ``b``: one product of the weight by
     the windows."""
-    n, N, kernel = x.ndim - 2, x.shape[0], w.shape[2:]
+    N, kernel = x.shape[0], w.shape[2:]
     out = [(s + lo + hi - d * (k - 1) - 1) // st + 1
            for s, (lo, hi), d, k, st in zip(x.shape[2:], pads, dilation, kernel, stride)]
     last = _batch_last(xp, N, out, stride, w, groups)
-    r = _windows_product(xp, w, _im2col(xp, x, groups, kernel, out, stride, pads, dilation, last), out, N, last)
-    if b is not None:
-        r += b.reshape((-1,) + (1,) * n)
-    return r
+    return _windows_product(xp, w, _im2col(xp, x, groups, kernel, out, stride, pads, dilation, last), out, N, last, b)
 
 
-def _transposed(xp, xo, w, groups, N, L, full, stride, dilation, crop, last):
+def _transposed(xp, xo, w, groups, N, L, stride, dilation, crop, last, bias=None):
     """Transposed convolution of the operand ``xo`` (see ``_operand``) of a (N, C, *L) input by ``w``
-    (C, O / G, *K): the product, then col2im into (N, O, *full) cut by ``crop``."""
+    (C, O / G, *K) plus ``bias``: the product, then col2im into the (N, O, *spatial) positions inside ``crop``."""
     Cg, Og, kernel = w.shape[0] // groups, w.shape[1], tuple(w.shape[2:])
     cols = _mm(xp, w.reshape(groups, Cg, Og * math.prod(kernel)).transpose(0, 2, 1), xo)
     O, L = groups * Og, tuple(L)
     cols = cols.reshape((O,) + kernel + L + (N,) if last else (N, O) + kernel + L)
-    return _batched(xp, _col2im(xp, cols, full, stride, dilation, 1 if last else 2), O, full, N, last, crop)
+    return _batched(xp, _col2im(xp, cols, stride, dilation, 1 if last else 2, crop), O,
+                    [c.stop - c.start for c in crop], N, last, bias)
 
 
 def _conv_transpose(xp, x, w, b, stride, pads, dilation, groups, output_padding):
     """Transposed convolution of batched ``x`` (N, C, *L) by ``w`` (C, O / G, *K) plus ``b``."""
-    n, N, L, kernel = x.ndim - 2, x.shape[0], x.shape[2:], w.shape[2:]
+    N, L, kernel = x.shape[0], x.shape[2:], w.shape[2:]
     full = [(s - 1) * st + d * (k - 1) + 1 + op for s, st, d, k, op in zip(L, stride, dilation, kernel, output_padding)]
     size = [f - 2 * p for f, (p, _) in zip(full, pads)]
     if min(size, default=1) <= 0:
         raise RuntimeError(f"Given input size per channel: ({_sizes(L)}). Calculated output size per channel: "
                            f"({_sizes(size)}). Output size is too small")
     last = _batch_last(xp, N, L, stride, w, groups)
-    r = _transposed(xp, _operand(xp, x, groups, last), w, groups, N, L, full, stride, dilation,
-                    [slice(p, p + s) for (p, _), s in zip(pads, size)], last)
-    if b is not None:
-        r += b.reshape((-1,) + (1,) * n)
-    return r
+    return _transposed(xp, _operand(xp, x, groups, last), w, groups, N, L, stride, dilation,
+                       [slice(p, p + s) for (p, _), s in zip(pads, size)], last, b)
 
 
 def _run(xp, name, input, weight, bias, stride, padding, dilation, transposed, output_padding, groups, n=None):
@@ -404,14 +408,18 @@ def _array_grads(g, x, w, b, stride, pads, dilation, transposed, groups, need):
         last = _batch_last(xp, N, ga.shape[2:], stride, wa, groups)
         go = _operand(xp, ga, groups, last)
         if need["input"]:
-            full = [s + lo + hi for s, (lo, hi) in zip(xa.shape[2:], pads)]
-            gx = _transposed(xp, go, wa, groups, N, ga.shape[2:], full, stride, dilation,
+            gx = _transposed(xp, go, wa, groups, N, ga.shape[2:], stride, dilation,
                              [slice(lo, lo + s) for s, (lo, _) in zip(xa.shape[2:], pads)], last)
         if need["weight"]:
             cols = _im2col(xp, xa, groups, kernel, ga.shape[2:], stride, pads, dilation, last)
             gw = _weight_product(xp, go, cols, last)
-    # the bias gradient sums the batch first: whole planes at a time
-    gb = None if b is None or not need["bias"] else ga.reshape(ga.shape[:2] + (math.prod(ga.shape[2:]),)).sum(0).sum(-1)
+    # the bias gradient sums rows of g's batch-last operand, else the batch first: whole planes at a time
+    if b is None or not need["bias"]:
+        gb = None
+    elif not transposed and last:
+        gb = go.sum(-1)
+    else:
+        gb = ga.reshape(ga.shape[:2] + (math.prod(ga.shape[2:]),)).sum(0).sum(-1)
     return tuple(None if r is None else Tensor._wrap(xp.ascontiguousarray(r.reshape(shape).astype(dtype, copy=False)))
                  for r, shape in ((gx, xa.shape), (gw, wa.shape), (gb, (-1,))))
 

@@ -221,6 +221,16 @@ def _view_offsets(shape, k, s, d, out):
     return np.asarray(off, np.int64), np.asarray(base, np.int64)
 
 
+def _pick(m, lead, start, step, count):
+    """Positions ``start, start + step, ...`` (``count`` of them) along dim ``lead`` of contiguous ``m``, as a new
+    contiguous array: one strided copy whose items are whole runs of the later dims, not a loop per short row."""
+    outer, L, B = math.prod(m.shape[:lead]), m.shape[lead], math.prod(m.shape[lead + 1:])
+    rows = m.reshape(outer, L * B)
+    items = rows.view(np.dtype((np.void, B * m.itemsize))) if B > 1 else rows
+    return items[:, start:start + (count - 1) * step + 1:step].copy().view(m.dtype).reshape(
+        m.shape[:lead] + (count,) + m.shape[lead + 1:])
+
+
 def _views(a, k, s, d, out):
     """The strided views of batched ``a`` holding each window element (row-major window order) of every window."""
     return [a[(Ellipsis,) + tuple(slice(j * di, j * di + (o - 1) * si + 1, si) for j, di, si, o in zip(js, d, s, out))]
@@ -250,14 +260,22 @@ def _view_indices(views, m, shape, k, s, d, out):
 
 
 def _max_views(x, k, s, d, out, indices, kernel_name):
-    """Max pooling on NumPy when every window lies inside the input: an elementwise maximum over the few strided
-    views (one per window element; NaN propagates), and, if asked, PyTorch's flat index of the maximum. Several
-    times faster than copying the windows for an argmax."""
-    views = _views(_max_input(x, kernel_name), k, s, d, out)
+    """Max pooling on NumPy when every window lies inside the input: elementwise maxima (NaN propagates), and, if
+    asked, PyTorch's flat index of the maximum. Several times faster than copying the windows for an argmax.
+    The maximum is taken one spatial dim at a time (a window's maximum is the maximum of its rows'), of the
+    window elements along it: picked by ``_pick`` along all but the last dim, strided views along the last."""
+    a = _max_input(x, kernel_name)
+    n, m = len(k), np.ascontiguousarray(a)
+    for i in range(n - 1):
+        views = [_pick(m, m.ndim - n + i, j * d[i], s[i], out[i]) for j in range(k[i])]
+        m = views[0]
+        for v in views[1:]:
+            np.maximum(m, v, out=m)
+    views = [m[..., j * d[-1]:j * d[-1] + (out[-1] - 1) * s[-1] + 1:s[-1]] for j in range(k[-1])]
     m = np.maximum(views[0], views[1]) if len(views) > 1 else np.array(views[0])
     for v in views[2:]:
         np.maximum(m, v, out=m)
-    idx = _view_indices(views, m, x.shape[2:], k, s, d, out) if indices else None
+    idx = _view_indices(_views(a, k, s, d, out), m, x.shape[2:], k, s, d, out) if indices else None
     return m.astype(x.dtype, copy=False), idx
 
 

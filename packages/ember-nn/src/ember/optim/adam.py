@@ -1,16 +1,19 @@
 """The Adam family: Adam (optionally AMSGrad, decoupled weight decay), AdamW, Adamax, NAdam, RAdam."""
 import math
 
+import numpy as np
+
 from ._common import check, check_betas, done, grad_of, lr_of, next_step, scalar_tensor, xp, zeros_state
 from .optimizer import Optimizer, _value
 
 __all__ = ["Adam", "AdamW", "Adamax", "NAdam", "RAdam"]
 
 
-def _moments(state, g, beta1, beta2):
-    """m <- m + (1 - beta1)(g - m); v <- beta2 v + (1 - beta2) g^2; returns the arrays (m, v, scratch), the
-    scratch one of their shape for the caller to reuse."""
-    m, v = state["exp_avg"]._data, state["exp_avg_sq"]._data
+def _moments(state, g, beta1, beta2, m=None, v=None):
+    """m <- m + (1 - beta1)(g - m); v <- beta2 v + (1 - beta2) g^2 (``m``, ``v``: the state's moment arrays
+    unless given); returns the arrays (m, v, scratch), the scratch one of their shape for the caller to reuse."""
+    if m is None:
+        m, v = state["exp_avg"]._data, state["exp_avg_sq"]._data
     np_ = xp(g)
     t = np_.subtract(g, m, out=np_.empty_like(m))  # (out=: an array even for 0-d parameters)
     t *= 1 - beta1
@@ -20,6 +23,18 @@ def _moments(state, g, beta1, beta2):
     t *= 1 - beta2
     v += t
     return m, v, t
+
+
+def _update(m, v, denom, step, lr, beta1, beta2, eps):
+    """Adam's bias-corrected step ``lr / (1 - beta1^t) * m / (sqrt(v / (1 - beta2^t)) + eps)``, into ``denom``."""
+    bc1, bc2 = 1 - beta1 ** step, 1 - beta2 ** step
+    np_ = xp(m)
+    np_.sqrt(v, out=denom)
+    denom /= math.sqrt(bc2)
+    denom += eps
+    np_.divide(m, denom, out=denom)
+    denom *= lr / bc1
+    return denom
 
 
 def _check_common(lr, eps, betas, weight_decay):
@@ -44,39 +59,75 @@ class Adam(Optimizer):
 
     def step(self, closure=None):
         loss = self._closure_loss(closure)
-        for group in self.param_groups:
+        for index, group in enumerate(self.param_groups):
             lr, eps, wd = lr_of(group), group["eps"], group["weight_decay"]
             beta1, beta2 = (_value(b) for b in group["betas"])
             decoupled, amsgrad = group["decoupled_weight_decay"], group["amsgrad"]
             l2 = 0 if decoupled else wd
             adjust = group["maximize"] or l2
-            for p, g in self._grads(group):
+            grads = self._grads(group)
+            for p, _ in grads:
                 state = self.state[p]
                 if not state:
                     state["step"] = scalar_tensor(0.0, p)
                     state["exp_avg"], state["exp_avg_sq"] = zeros_state(p), zeros_state(p)
                     if amsgrad:
                         state["max_exp_avg_sq"] = zeros_state(p)
+            if not (amsgrad or adjust or wd) and self._fused(index, grads, lr, beta1, beta2, eps):
+                continue
+            for p, g in grads:
+                state = self.state[p]
                 step = next_step(state, p)
                 if decoupled and wd:
                     p._data *= 1 - lr * wd
                 if adjust:
                     g = grad_of(g, p, group, l2)
                 m, v, denom = _moments(state, g, beta1, beta2)
-                bc1, bc2 = 1 - beta1 ** step, 1 - beta2 ** step
-                np_ = xp(m)
                 if amsgrad:
                     vmax = state["max_exp_avg_sq"]._data
-                    np_.maximum(vmax, v, out=vmax)
+                    xp(v).maximum(vmax, v, out=vmax)
                     v = vmax
-                np_.sqrt(v, out=denom)
-                denom /= math.sqrt(bc2)
-                denom += eps
-                np_.divide(m, denom, out=denom)
-                denom *= lr / bc1
-                p._data -= denom
+                p._data -= _update(m, v, denom, step, lr, beta1, beta2, eps)
                 done(p)
         return loss
+
+    def _fused(self, index, grads, lr, beta1, beta2, eps):
+        """The plain Adam step of all of ``grads``' parameters (group ``index``) at once, each update one pass over
+        their moments kept in two flat arrays (the state tensors are views into them; re-made when the state was
+        replaced, as by ``load_state_dict``) and the gradients copied into a third: fewer, longer ufunc calls, the
+        same values as the step per parameter. Returns False, having done nothing, unless all are NumPy arrays of
+        one float dtype at one step."""
+        if not grads:
+            return False
+        dtype, states = grads[0][0]._data.dtype, [self.state[p] for p, _ in grads]
+        if dtype.kind != "f" or any(type(a) is not np.ndarray or a.dtype != dtype for p, g in grads
+                                    for a in (p._data, g)):
+            return False
+        if any(type(a) is not np.ndarray or a.dtype != dtype for st in states
+               for a in (st["exp_avg"]._data, st["exp_avg_sq"]._data)) or len({float(st["step"]) for st in states}) > 1:
+            return False
+        key, flat = [id(p) for p, _ in grads], self.__dict__.setdefault("_flat", {}).get(index)
+        if flat is None or flat[0] != key or any(st["exp_avg"]._data.base is not flat[1]
+                                                 or st["exp_avg_sq"]._data.base is not flat[2] for st in states):
+            flat = key, *(np.concatenate([st[name]._data.reshape(-1) for st in states])
+                          for name in ("exp_avg", "exp_avg_sq"))
+            at = 0
+            for (p, _), st in zip(grads, states):
+                n = p._data.size
+                for name, a in zip(("exp_avg", "exp_avg_sq"), flat[1:]):
+                    st[name]._data = a[at:at + n].reshape(p._data.shape)
+                at += n
+            self._flat[index] = flat
+        for (p, _), st in zip(grads, states):
+            step = next_step(st, p)
+        m, v, denom = _moments(None, np.concatenate([g.reshape(-1) for _, g in grads]), beta1, beta2, *flat[1:])
+        u, at = _update(m, v, denom, step, lr, beta1, beta2, eps), 0
+        for p, _ in grads:
+            a = p._data
+            a -= u[at:at + a.size].reshape(a.shape)
+            at += a.size
+            done(p)
+        return True
 
 
 class AdamW(Adam):
