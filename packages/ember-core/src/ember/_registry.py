@@ -22,11 +22,13 @@ VJPs may return gradients in the broadcast shape; the engine sums them back to e
 """
 import collections
 import inspect
+import math
+import sys
 import warnings
 
 import numpy as np
 
-from . import _backend
+from . import _backend, _parallel
 from . import _dtype as D
 from . import _promotion as P
 from ._dispatch import FORCED, Call, run_layers
@@ -54,7 +56,7 @@ class Op:
 
     def __init__(self, name, impl, kind, *, differentiable=True, view=False, method=True, function=True,
                  inplace=False, operators=(), kernel=None, rule=None, returns=None, mutates=False, scalars=True,
-                 scalar_first=False):
+                 scalar_first=False, ufunc=None):
         if name in REGISTRY:
             raise RuntimeError(f"op '{name}' is registered twice")
         self.name, self.impl, self.kind = name, impl, kind
@@ -65,6 +67,10 @@ class Op:
         self.mutates = mutates  # the implementation writes into its first argument's array
         self.scalars = scalars  # elementwise: whether operands after the first may be Python numbers
         self.scalar_first = scalar_first  # elementwise: whether the first may be one (torch.mul(2, t))
+        # elementwise: the NumPy ufunc the implementation is on its operands (when called without keywords); large
+        # host operands are then computed over the cores by ``split(*arrays)``
+        self.ufunc = ufunc
+        self.split = _splitter(ufunc, impl) if ufunc is not None else None
         self.vjp_fn = None
         self.fn = _make_function(self)
         REGISTRY[name] = self
@@ -93,7 +99,9 @@ def elementwise(name, *, rule="promote", **options):
     """Register an elementwise op. ``rule(promoted, operand_dtypes, **kwargs)`` gives (compute dtype,
     result dtype), raising for operands the op refuses:
     "promote" (the promoted dtype), "float" (integers and bool become the default float),
-    "bool" (result is bool), or a callable such as ``integral_only(name)``."""
+    "bool" (result is bool), or a callable such as ``integral_only(name)``. ``ufunc``: the NumPy ufunc the
+    implementation calls on its operands, when that is all it does without keyword arguments (large operands are
+    then split over the cores); an implementation under ``quiet`` marks it ``quiet``, which the split keeps."""
     options.setdefault("inplace", True)
     return lambda impl: Op(name, impl, "elementwise", rule=_RULES.get(rule, rule), **options)
 
@@ -110,6 +118,16 @@ def factory(name):
         o.fn = fn
         return o
     return register
+
+
+def _splitter(f, impl):
+    """``f(*arrays)`` over the cores when the arrays split (``_parallel.ufunc``), with the errstate of ``impl``."""
+    quiet = getattr(impl, "quiet", False)
+
+    def split(*arrays):
+        with np.errstate(all="ignore") if quiet else np.errstate():
+            return _parallel.ufunc(f, *arrays)
+    return split
 
 
 # ---- dtype rules of elementwise ops ----------------------------------------------------------
@@ -157,6 +175,7 @@ D._on_default_change.append(clear_caches)
 
 # ---- elementwise calls ------------------------------------------------------------------------
 _promo_cache = {}
+_SPLIT_MIN = _parallel.MIN_SIZE
 
 
 def _operand_key(x):
@@ -213,7 +232,10 @@ def elementwise_impl(call):
         d = _common_fast_dtype(op, operands)
         if d is not None:
             try:
-                r = op.impl(np, *[x._data for x in operands])
+                if operands[0]._data.size < _SPLIT_MIN or op.split is None:
+                    r = op.impl(np, *[x._data for x in operands])
+                else:
+                    r = op.split(*[x._data for x in operands])
                 return _wrap(r if type(r) is ndarray else _asarray(r))
             except ValueError:  # shapes don't broadcast: the general path words the error
                 pass
@@ -242,7 +264,10 @@ def elementwise_impl(call):
     else:
         arrays = [x._data.astype(cnp, copy=False) if isinstance(x, Tensor) else _scalar_as(x, cdt, xp)
                   for x in operands]
-    r = op.impl(xp, *arrays, **kwargs)
+    if kwargs or op.split is None or xp is not np or math.prod(shape) < _SPLIT_MIN:
+        r = op.impl(xp, *arrays, **kwargs)
+    else:
+        r = op.split(*arrays)
     if type(r) is not ndarray:
         r = xp.asarray(r)
     if r.dtype != rdt.np:
@@ -351,13 +376,14 @@ def _make_elementwise(op, arity):
     impl = op.impl
     fast = op.fast = _fast_dtypes(op)
     fast_float = fast & {np.dtype(np.float32), np.dtype(np.float64)} if op.scalars else frozenset()
+    split, big = op.split, _SPLIT_MIN if op.split is not None else sys.maxsize  # (one comparison on small arrays)
 
     if arity == 1:
         def fn(input, *, out=None, **kwargs):
             if out is None and not kwargs and type(input) is Tensor and not input._rg and not FORCED[0]:
                 x = input._data
                 if type(x) is ndarray and x.dtype in fast:
-                    r = impl(np, x)
+                    r = impl(np, x) if x.size < big else split(x)
                     return _wrap(r if type(r) is ndarray else _asarray(r))
             return _elementwise_slow(op, (input,), kwargs, out, "out")
 
@@ -373,12 +399,12 @@ def _make_elementwise(op, arity):
                         d = x.dtype
                         if d is y.dtype and d in fast and type(x) is ndarray and type(y) is ndarray:
                             try:
-                                r = impl(np, x, y)
+                                r = impl(np, x, y) if x.size < big else split(x, y)
                             except ValueError:  # shapes don't broadcast: the slow path words the error
                                 return _elementwise_slow(op, (input, other), kwargs, out, "out")
                             return _wrap(r if type(r) is ndarray else _asarray(r))
                 elif type(other) is float and x.dtype in fast_float and type(x) is ndarray:
-                    r = impl(np, x, x.dtype.type(other))
+                    r = impl(np, x, x.dtype.type(other)) if x.size < big else split(x, x.dtype.type(other))
                     return _wrap(r if type(r) is ndarray else _asarray(r))
             return _elementwise_slow(op, (input, other), kwargs, out, "out")
 

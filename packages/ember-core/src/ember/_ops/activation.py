@@ -9,11 +9,11 @@ import numpy as np
 
 from .. import _dtype as D
 from .. import _kernels
+from .._parallel import pool
 from .._random import _draws_for
 from .._registry import TORCH_NAME, op
 from .comparison import where
 from .pointwise import _elu, _elu_grad, quiet
-from .selection import pool
 
 _HALF = (np.dtype(np.float16), D.bfloat16.np)
 _EMPTY = inspect.Parameter.empty

@@ -6,17 +6,20 @@ import math
 import numpy as np
 
 from .. import _dtype as D
+from .. import _parallel
 from .._registry import TORCH_NAME, compute_dtype, elementwise, integral_only
 from .._tensor import Tensor
 from .comparison import where
 
 
 def quiet(impl):
-    """Run ``impl`` with NumPy's floating-point warnings off: NaN/inf results are PyTorch's too."""
+    """Run ``impl`` with NumPy's floating-point warnings off: NaN/inf results are PyTorch's too. (Marked, so that
+    the registry's split of a declared ufunc runs quiet too.)"""
     @functools.wraps(impl)
     def run(*args, **kwargs):
         with np.errstate(all="ignore"):
             return impl(*args, **kwargs)
+    run.quiet = True
     return run
 
 
@@ -45,7 +48,8 @@ def _alpha_rule(name):
     return rule
 
 
-@elementwise("add", rule=_alpha_rule("add"), scalar_first=True, operators=("__add__", "__radd__", "__iadd__"))
+@elementwise("add", rule=_alpha_rule("add"), scalar_first=True, operators=("__add__", "__radd__", "__iadd__"),
+             ufunc=np.add)
 def add(xp, a, b, *, alpha=1):
     """``input + alpha * other``."""
     return xp.add(a, b if alpha == 1 else b * alpha)
@@ -72,7 +76,8 @@ def _(ctx, g):
     return g if wa else None, (g if alpha == 1 else g * alpha) if wb else None
 
 
-@elementwise("sub", rule=_alpha_rule("sub"), scalar_first=True, operators=("__sub__", "__rsub__", "__isub__"))
+@elementwise("sub", rule=_alpha_rule("sub"), scalar_first=True, operators=("__sub__", "__rsub__", "__isub__"),
+             ufunc=np.subtract)
 def sub(xp, a, b, *, alpha=1):
     """``input - alpha * other``."""
     return xp.subtract(a, b if alpha == 1 else b * alpha)
@@ -86,7 +91,7 @@ def _(ctx, g):
     return g if wa else None, (-g if alpha == 1 else -g * alpha) if wb else None
 
 
-@elementwise("mul", scalar_first=True, operators=("__mul__", "__rmul__", "__imul__"))
+@elementwise("mul", scalar_first=True, operators=("__mul__", "__rmul__", "__imul__"), ufunc=np.multiply)
 def mul(xp, a, b):
     """Elementwise product."""
     return xp.multiply(a, b)
@@ -130,7 +135,7 @@ def into_grad(ctx, g, other):
         other = o
     elif type(other) not in (float, int):
         return None
-    np.multiply(d, other, out=d)
+    _parallel.ufunc(np.multiply, d, other, out=d)
     return g
 
 
@@ -154,7 +159,8 @@ def _check_int_zero_division(xp, a, b):
         raise RuntimeError("ZeroDivisionError")
 
 
-@elementwise("div", rule=_div_rule, scalar_first=True, operators=("__truediv__", "__rtruediv__", "__itruediv__"))
+@elementwise("div", rule=_div_rule, scalar_first=True, operators=("__truediv__", "__rtruediv__", "__itruediv__"),
+             ufunc=np.true_divide)
 @quiet
 def div(xp, a, b, *, rounding_mode=None):
     """Elementwise division; ``rounding_mode`` None (true division), "trunc" or "floor"."""
@@ -180,7 +186,7 @@ def _(ctx, g):
     return g / _conj(b), -g * _conj(a) / _conj(b * b)
 
 
-@elementwise("true_divide", rule="float", scalar_first=True)
+@elementwise("true_divide", rule="float", scalar_first=True, ufunc=np.true_divide)
 @quiet
 def true_divide(xp, a, b):
     """``div`` without rounding: integers divide to the default float dtype."""
@@ -283,7 +289,7 @@ def _neg_rule(p, dtypes, **kwargs):
     return compute_dtype(p), p
 
 
-@elementwise("neg", rule=_neg_rule, operators=("__neg__",))
+@elementwise("neg", rule=_neg_rule, operators=("__neg__",), ufunc=np.negative)
 def neg(xp, a):
     """``-input``."""
     return xp.negative(a)

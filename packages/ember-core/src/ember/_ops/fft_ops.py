@@ -4,9 +4,9 @@ import numpy as np
 
 from .. import _dtype as D
 from .. import _factory
+from .._parallel import pool
 from .._registry import REGISTRY, op
 from .linalg import tname
-from .selection import pool
 
 _SPLIT_MIN = 1 << 17  # elements below which a thread hand-off costs about what half the transform saves
 _DUAL = {"backward": "forward", "forward": "backward", "ortho": "ortho"}

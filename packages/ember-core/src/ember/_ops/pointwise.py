@@ -5,7 +5,7 @@ import math
 
 import numpy as np
 
-from .. import _backend
+from .. import _backend, _parallel
 from .. import _dtype as D
 from .. import _promotion as P
 from .._registry import TORCH_NAME, compute_dtype, elementwise, op
@@ -13,7 +13,6 @@ from .._tensor import Tensor
 from .arithmetic import abs as abs_op
 from .arithmetic import into_grad, neg, quiet, saves, wanted
 from .comparison import clamp, where
-from .selection import pool
 
 _HALF = (D.float16, D.bfloat16)
 _PLAIN = (np.dtype(np.float32), np.dtype(np.float64))
@@ -26,7 +25,7 @@ def alias(name, target, **options):
         return target.impl(*args, **kwargs)
     impl.__doc__ = f"Alias of ``{target.name}``."
     o = elementwise(name, rule=target.rule, differentiable=target.differentiable, scalars=target.scalars,
-                    scalar_first=target.scalar_first, inplace=target.inplace, **options)(impl)
+                    scalar_first=target.scalar_first, inplace=target.inplace, ufunc=target.ufunc, **options)(impl)
     if target.vjp_fn is not None:
         o.vjp(target.vjp_fn)
     return o
@@ -69,7 +68,7 @@ def real_float_rule(name):
 
 
 # ---- exponentials and logarithms ---------------------------------------------------------------
-@elementwise("exp", rule="float")
+@elementwise("exp", rule="float", ufunc=np.exp)
 @quiet
 def exp(xp, a):
     """``e ** input``."""
@@ -84,7 +83,7 @@ def _(ctx, g):
     return (chain(g, y) if r is None else r,)
 
 
-@elementwise("exp2", rule="float")
+@elementwise("exp2", rule="float", ufunc=np.exp2)
 @quiet
 def exp2(xp, a):
     """``2 ** input``."""
@@ -97,7 +96,7 @@ def _(ctx, g):
     return (chain(g, ctx.out * math.log(2)),)
 
 
-@elementwise("expm1", rule="float")
+@elementwise("expm1", rule="float", ufunc=np.expm1)
 @quiet
 def expm1(xp, a):
     """``exp(input) - 1``, accurate near 0."""
@@ -110,7 +109,7 @@ def _(ctx, g):
     return (chain(g, ctx.out + 1),)
 
 
-@elementwise("log", rule="float")
+@elementwise("log", rule="float", ufunc=np.log)
 @quiet
 def log(xp, a):
     """Natural logarithm (``-inf`` at 0, NaN below)."""
@@ -123,7 +122,7 @@ def _(ctx, g):
     return (chain(g, ctx.args[0].reciprocal()),)
 
 
-@elementwise("log2", rule="float")
+@elementwise("log2", rule="float", ufunc=np.log2)
 @quiet
 def log2(xp, a):
     """Base-2 logarithm."""
@@ -136,7 +135,7 @@ def _(ctx, g):
     return (chain(g, (ctx.args[0] * math.log(2)).reciprocal()),)
 
 
-@elementwise("log10", rule="float")
+@elementwise("log10", rule="float", ufunc=np.log10)
 @quiet
 def log10(xp, a):
     """Base-10 logarithm."""
@@ -149,7 +148,7 @@ def _(ctx, g):
     return (chain(g, (ctx.args[0] * math.log(10)).reciprocal()),)
 
 
-@elementwise("log1p", rule="float")
+@elementwise("log1p", rule="float", ufunc=np.log1p)
 @quiet
 def log1p(xp, a):
     """``log(1 + input)``, accurate near 0."""
@@ -163,7 +162,7 @@ def _(ctx, g):
 
 
 # ---- powers and roots --------------------------------------------------------------------------
-@elementwise("sqrt", rule="float")
+@elementwise("sqrt", rule="float", ufunc=np.sqrt)
 @quiet
 def sqrt(xp, a):
     """Square root (NaN below 0 for real inputs)."""
@@ -223,7 +222,7 @@ def _(ctx, g):
 
 
 # ---- trigonometric and hyperbolic --------------------------------------------------------------
-@elementwise("sin", rule="float")
+@elementwise("sin", rule="float", ufunc=np.sin)
 @quiet
 def sin(xp, a):
     """Sine (radians)."""
@@ -236,7 +235,7 @@ def _(ctx, g):
     return (chain(g, ctx.args[0].cos()),)
 
 
-@elementwise("cos", rule="float")
+@elementwise("cos", rule="float", ufunc=np.cos)
 @quiet
 def cos(xp, a):
     """Cosine (radians)."""
@@ -249,7 +248,7 @@ def _(ctx, g):
     return (chain(g, -ctx.args[0].sin()),)
 
 
-@elementwise("tan", rule="float")
+@elementwise("tan", rule="float", ufunc=np.tan)
 @quiet
 def tan(xp, a):
     """Tangent (radians)."""
@@ -263,7 +262,7 @@ def _(ctx, g):
     return (chain(g, y * y + 1),)
 
 
-@elementwise("asin", rule="float")
+@elementwise("asin", rule="float", ufunc=np.arcsin)
 @quiet
 def asin(xp, a):
     """Inverse sine; NaN outside [-1, 1] for real inputs."""
@@ -277,7 +276,7 @@ def _(ctx, g):
     return (chain(g, (1 - x * x).rsqrt()),)
 
 
-@elementwise("acos", rule="float")
+@elementwise("acos", rule="float", ufunc=np.arccos)
 @quiet
 def acos(xp, a):
     """Inverse cosine; NaN outside [-1, 1] for real inputs."""
@@ -291,7 +290,7 @@ def _(ctx, g):
     return (chain(g, -(1 - x * x).rsqrt()),)
 
 
-@elementwise("atan", rule="float")
+@elementwise("atan", rule="float", ufunc=np.arctan)
 @quiet
 def atan(xp, a):
     """Inverse tangent."""
@@ -305,7 +304,7 @@ def _(ctx, g):
     return (chain(g, (x * x + 1).reciprocal()),)
 
 
-@elementwise("sinh", rule="float")
+@elementwise("sinh", rule="float", ufunc=np.sinh)
 @quiet
 def sinh(xp, a):
     """Hyperbolic sine."""
@@ -318,7 +317,7 @@ def _(ctx, g):
     return (chain(g, ctx.args[0].cosh()),)
 
 
-@elementwise("cosh", rule="float")
+@elementwise("cosh", rule="float", ufunc=np.cosh)
 @quiet
 def cosh(xp, a):
     """Hyperbolic cosine."""
@@ -331,7 +330,7 @@ def _(ctx, g):
     return (chain(g, ctx.args[0].sinh()),)
 
 
-@elementwise("tanh", rule="float")
+@elementwise("tanh", rule="float", ufunc=np.tanh)
 @quiet
 def tanh(xp, a):
     """Hyperbolic tangent."""
@@ -342,11 +341,8 @@ def tanh(xp, a):
 @saves(args=False)
 def _(ctx, g):
     y = ctx.out
-    if _plain_pair(g, y):  # g * (1 - y*y) in one temporary
-        t = y._data * y._data
-        _backend.xp_of(t).subtract(1, t, out=t)
-        t *= g._data
-        return (Tensor._wrap(t),)
+    if _plain_pair(g, y):  # on the arrays
+        return (Tensor._wrap(_tanh_backward.impl(_backend.xp_of(y._data), g._data, y._data)),)
     if y.is_complex():
         return (chain(g, 1 - y * y),)
     return (_tanh_backward(g, y),)  # one node when differentiated again
@@ -356,11 +352,30 @@ def _(ctx, g):
 def _tanh_backward(xp, grad, output):
     """tanh's VJP ``grad * (1 - output**2)`` from tanh's output, as one op (a double backward then records one
     node, whose own VJP computes each gradient in few passes)."""
-    t = output * output
-    if not t.ndim:  # (0-d arrays compute to NumPy scalars)
-        return grad * (1 - t)
-    xp.subtract(1, t, out=t)
-    return _times(xp, t, grad)
+    if not output.ndim:  # (0-d arrays compute to NumPy scalars)
+        return grad * (1 - output * output)
+    return _derivative_times(xp, _tanh_grad, output, grad)
+
+
+def _tanh_grad(xp, out, y, g=None):
+    """``(1 - y*y) * g`` (or ``1 - y*y``) into ``out``."""
+    xp.multiply(y, y, out=out)
+    xp.subtract(1, out, out=out)
+    if g is not None:
+        xp.multiply(out, g, out=out)
+
+
+def _derivative_times(xp, fn, output, grad):
+    """``fn(xp, out, output, grad)``: an op's derivative from its (n-d) output, times ``grad``; one pass through
+    memory (over the cores when large) when they have one shape."""
+    if grad.shape == output.shape and not _single(grad):
+        return _parallel.expression(fn, output, grad)
+    return _times(xp, _parallel.expression(fn, output), grad)
+
+
+def _single(f):
+    """Whether ``f`` is broadcast from a single value (zero strides: the gradient of a sum)."""
+    return f.size and not any(f.strides)
 
 
 def _times(xp, t, f):
@@ -368,9 +383,9 @@ def _times(xp, t, f):
     a single 1 (the gradient of a sum)."""
     if t.shape != np.broadcast_shapes(t.shape, f.shape):
         return t * f
-    if f.size and not any(f.strides) and f[(0,) * f.ndim] == 1:
+    if _single(f) and f[(0,) * f.ndim] == 1:
         return t
-    return xp.multiply(t, f, out=t)
+    return _parallel.ufunc(xp.multiply, t, f, out=t)
 
 
 @_tanh_backward.vjp
@@ -391,18 +406,18 @@ def _folded_product(c, a, *factors):
     strides) join the scalar instead of costing a pass each."""
     rest = []
     for f in factors:
-        if f.size and not any(f.strides):
+        if _single(f):
             c = c * f[(0,) * f.ndim]
         else:
             rest.append(f)
     xp = _backend.xp_of(a)
-    t = xp.multiply(a, c)
+    t = _parallel.ufunc(xp.multiply, a, c)
     for f in rest:
-        t = xp.multiply(t, f, out=t) if t.shape == np.broadcast_shapes(t.shape, f.shape) else t * f
+        t = _parallel.ufunc(xp.multiply, t, f, out=t) if t.shape == np.broadcast_shapes(t.shape, f.shape) else t * f
     return t
 
 
-@elementwise("asinh", rule="float")
+@elementwise("asinh", rule="float", ufunc=np.arcsinh)
 @quiet
 def asinh(xp, a):
     """Inverse hyperbolic sine."""
@@ -416,7 +431,7 @@ def _(ctx, g):
     return (chain(g, (x * x + 1).rsqrt()),)
 
 
-@elementwise("acosh", rule="float")
+@elementwise("acosh", rule="float", ufunc=np.arccosh)
 @quiet
 def acosh(xp, a):
     """Inverse hyperbolic cosine; NaN below 1 for real inputs."""
@@ -430,7 +445,7 @@ def _(ctx, g):
     return (chain(g, ((x - 1).rsqrt() * (x + 1).rsqrt()) if x.is_complex() else (x * x - 1).rsqrt()),)
 
 
-@elementwise("atanh", rule="float")
+@elementwise("atanh", rule="float", ufunc=np.arctanh)
 @quiet
 def atanh(xp, a):
     """Inverse hyperbolic tangent; NaN outside [-1, 1] for real inputs."""
@@ -693,15 +708,12 @@ def _(ctx, g):
     return (g * ~(y <= 0),)  # NaN passes the gradient, as PyTorch's
 
 
-def _logistic(a, out=None):
-    """``1 / (1 + exp(-a))`` in one temporary (``out`` when given)."""
-    t = np.negative(a, out=out)
-    np.exp(t, out=t)
-    t += 1
-    return np.reciprocal(t, out=t)
-
-
-_SIGMOID_SPLIT = 1 << 18  # elements; 1M float32 on two cores: 0.68 -> 0.45 ms
+def _logistic(xp, out, a):
+    """``1 / (1 + exp(-a))`` into ``out``."""
+    xp.negative(a, out=out)
+    xp.exp(out, out=out)
+    out += 1
+    xp.reciprocal(out, out=out)
 
 
 @elementwise("sigmoid", rule="float")
@@ -710,25 +722,15 @@ def sigmoid(xp, a):
     """Logistic function ``1 / (1 + exp(-input))``."""
     if type(a) is not np.ndarray or a.dtype.kind != "f" or not a.ndim:
         return 1 / (1 + xp.exp(-a))
-    if a.size < _SIGMOID_SPLIT or not a.flags.c_contiguous:
-        return _logistic(a)
-    flat, out = a.reshape(-1), np.empty_like(a)  # two halves, one on the pool (NumPy releases the GIL)
-    half, dest = flat.size // 2, out.reshape(-1)
-    job = pool().submit(_logistic, flat[half:], dest[half:])
-    _logistic(flat[:half], dest[:half])
-    job.result()
-    return out
+    return _parallel.expression(_logistic, a)
 
 
 @sigmoid.vjp
 @saves(args=False)
 def _(ctx, g):
     y = ctx.out
-    if _plain_pair(g, y):  # g * y * (1 - y) in one temporary
-        t = _backend.xp_of(y._data).subtract(1, y._data)
-        t *= y._data
-        t *= g._data
-        return (Tensor._wrap(t),)
+    if _plain_pair(g, y):  # on the arrays
+        return (Tensor._wrap(_sigmoid_backward.impl(_backend.xp_of(y._data), g._data, y._data)),)
     if y.is_complex():
         return (chain(g, y * (1 - y)),)
     return (_sigmoid_backward(g, y),)  # one node when differentiated again
@@ -737,11 +739,17 @@ def _(ctx, g):
 @elementwise("_sigmoid_backward", scalars=False, method=False, function=False, inplace=False)
 def _sigmoid_backward(xp, grad, output):
     """sigmoid's VJP ``grad * output * (1 - output)`` from sigmoid's output, as one op (see _tanh_backward)."""
-    t = 1 - output
-    if not t.ndim:
-        return grad * output * t
-    xp.multiply(t, output, out=t)
-    return _times(xp, t, grad)
+    if not output.ndim:
+        return grad * output * (1 - output)
+    return _derivative_times(xp, _sigmoid_grad, output, grad)
+
+
+def _sigmoid_grad(xp, out, y, g=None):
+    """``(1 - y) * y * g`` (or ``(1 - y) * y``) into ``out``."""
+    xp.subtract(1, y, out=out)
+    xp.multiply(out, y, out=out)
+    if g is not None:
+        xp.multiply(out, g, out=out)
 
 
 @_sigmoid_backward.vjp

@@ -8,10 +8,10 @@ from .. import _backend, _kernels
 from .. import _dtype as D
 from .. import _promotion as P
 from .._factory import arange
+from .._parallel import pool
 from .._registry import TORCH_NAME, compute_dtype, op
 from .._tensor import Tensor
 from .comparison import maximum, minimum, where
-from .selection import pool
 from .shape import cat
 
 _HALF = (np.dtype(np.float16), D.bfloat16.np)

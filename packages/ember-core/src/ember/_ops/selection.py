@@ -4,13 +4,12 @@ Positions along a dim are turned into flat positions of a C-contiguous array (``
 that gathering is one ``take`` and accumulating scatters are one ``ufunc.at`` (CuPy: its scatter
 kernels; products through an atomic compare-and-swap kernel).
 """
-import os
-from concurrent.futures import ThreadPoolExecutor
-
 import numpy as np
 
 from .. import _dtype as D
 from .. import _kernels
+from .._parallel import WORKERS as _WORKERS
+from .._parallel import pool
 from .._promotion import broadcast_shapes
 from .._registry import TORCH_NAME, op
 from .._tensor import Tensor, _wrap_dim
@@ -62,16 +61,7 @@ def _flat_positions(xp, shape, d, index, row=0):
     return pos
 
 
-_POOL = []
-_WORKERS = min(4, os.cpu_count() or 1)
 _PARALLEL_MIN = 1 << 18  # below this many picks a thread hand-off costs more than it saves
-
-
-def pool():
-    """The thread pool of ops that split large NumPy work (which releases the GIL) over the cores."""
-    if not _POOL:
-        _POOL.append(ThreadPoolExecutor(_WORKERS))
-    return _POOL[0]
 
 
 def _gather_rows(flat, shape, d, idx, a, b, out):

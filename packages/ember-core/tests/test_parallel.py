@@ -1,0 +1,249 @@
+"""Large elementwise work split over the cores (ember._parallel): bit for bit the values of one call, NumPy's
+errstate kept in the workers, in-place/out=/broadcasting calls through the registry's split."""
+import inspect
+import os
+import time
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+import ember
+from ember import _parallel as P
+from ember._ops import fft_ops, pointwise, reduction, selection
+from ember._registry import REGISTRY
+
+N = P.MIN_SIZE + 12345  # splits, into chunks that are not whole blocks
+
+
+def _data(n, dtype=np.float32, seed=0):
+    """Values with infinities, NaN, subnormals and signed zeros among ordinary ones."""
+    x = np.random.default_rng(seed).standard_normal(n).astype(dtype) * 3
+    x[:6] = [np.inf, -np.inf, np.nan, 0.0, -0.0, np.finfo(dtype).tiny / 4]
+    return x
+
+
+def _same(a, b):
+    assert a.dtype == b.dtype and a.shape == b.shape
+    assert np.array_equal(a.view(f"u{a.itemsize}"), b.view(f"u{b.itemsize}"))  # bits, NaN included
+
+
+@pytest.fixture
+def runs(monkeypatch):
+    """The number of split runs made while the test runs."""
+    count = [0]
+    run = P._run
+
+    def counted(*args):
+        count[0] += 1
+        return run(*args)
+    monkeypatch.setattr(P, "_run", counted)
+    return count
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("f, other", [(np.exp, None), (np.tanh, None), (np.negative, None), (np.multiply, 1.01),
+                                      (np.add, "array"), (np.subtract, "array"), (np.true_divide, "array")])
+def test_ufunc_bits(runs, f, other, dtype):
+    with np.errstate(all="ignore"):
+        x = _data(N, dtype)
+        args = (x,) if other is None else (x, dtype(other) if other != "array" else _data(N, dtype, seed=1))
+        _same(P.ufunc(f, *args), f(*args))
+    assert runs[0] == 1
+
+
+@pytest.mark.parametrize("n, split", [(P.MIN_SIZE - 1, False), (P.MIN_SIZE, True), (3 * P.MIN_SIZE + 7, True)])
+def test_threshold(runs, n, split):
+    x = _data(n)
+    with np.errstate(all="ignore"):
+        _same(P.ufunc(np.exp, x), np.exp(x))
+    assert runs[0] == split
+
+
+_SPLIT_OPS = sorted(name for name, op in REGISTRY.items() if getattr(op, "split", None))
+
+
+def test_split_ops_declared():
+    assert {"add", "sub", "mul", "div", "neg", "exp", "tanh"} <= set(_SPLIT_OPS)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("name", _SPLIT_OPS)
+def test_split_ops_bits(name, dtype, monkeypatch, runs):
+    """Each op declaring its ufunc gives the same bits split as in one call."""
+    op = REGISTRY[name]
+    arity = sum(p.kind == p.POSITIONAL_OR_KEYWORD for p in inspect.signature(op.impl).parameters.values()) - 1
+    args = [ember.tensor(_data(N, dtype, seed=k)) for k in range(arity)]
+    with np.errstate(all="ignore"):
+        split = op(*args).numpy()
+        assert runs[0] == 1
+        monkeypatch.setattr(P, "MIN_SIZE", 1 << 62)
+        _same(split, op(*args).numpy())
+
+
+def test_ufunc_no_split(runs):
+    x = _data(2 * N).reshape(2, N)
+    with np.errstate(all="ignore"):
+        _same(P.ufunc(np.exp, x.T), np.exp(x.T))  # not C-contiguous
+        _same(P.ufunc(np.add, x, x[0]), x + x[0])  # broadcast
+        _same(P.ufunc(np.add, x[:, 1:], x[:, :-1], out=x[:, 1:].copy()), x[:, 1:] + x[:, :-1])
+        flat = x.reshape(-1).copy()
+        want = flat[1:N + 1] + flat[:N]
+        _same(P.ufunc(np.add, flat[1:N + 1], flat[:N], out=flat[1:N + 1]), want)  # out overlaps an operand, shifted
+    assert runs[0] == 0
+
+
+def test_ufunc_into_operand(runs):
+    x = _data(N)
+    want = x * np.float32(0.5)
+    r = P.ufunc(np.multiply, x, 0.5, out=x)
+    assert r is x and runs[0] == 1
+    _same(x, want)
+
+
+def test_expression_bits(runs):
+    y, g = np.tanh(_data(N)), _data(N, seed=1)
+    with np.errstate(invalid="ignore"):  # (inf * 0)
+        want = y * y
+        np.subtract(1, want, out=want)
+        want *= g
+        _same(P.expression(pointwise._tanh_grad, y, g), want)
+    assert runs[0] == 1
+
+
+def test_errstate_in_workers():
+    big = np.full(N, 1e30, np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ember.tensor(np.full(N, -100.0, np.float32)).sigmoid()  # quiet op: exp overflows silently
+        ember.tensor(big).exp()
+        with np.errstate(over="ignore"):
+            ember.tensor(big) * 1e30
+    with np.errstate(over="raise"), pytest.raises(FloatingPointError):
+        ember.tensor(big) * 1e30
+    with pytest.warns(RuntimeWarning, match="overflow"):
+        ember.tensor(big) * 1e30
+
+
+def _pair(shape, dtype=np.float32, seed=0):
+    x = np.random.default_rng(seed).standard_normal(shape).astype(dtype)
+    return ember.tensor(x), torch.tensor(x)
+
+
+def _check(e, t):
+    assert str(e.dtype).split(".")[1] == str(t.dtype).split(".")[1] and tuple(e.shape) == tuple(t.shape)
+    np.testing.assert_allclose(e.numpy(), t.numpy(), rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("op", ["add", "sub", "mul", "div"])
+def test_binary_calls(op, runs):
+    (ea, ta), (eb, tb) = _pair((N,)), _pair((N,), seed=1)
+    _check(getattr(ember, op)(ea, eb), getattr(torch, op)(ta, tb))
+    _check(getattr(ember, op)(ea, 2.5), getattr(torch, op)(ta, 2.5))
+    _check(getattr(ember, op)(2.5, ea), getattr(torch, op)(2.5, ta))
+    _check(getattr(ember, op)(ea, ember.tensor(3.0)), getattr(torch, op)(ta, torch.tensor(3.0)))
+    (e64, t64) = _pair((N,), np.float64, seed=2)
+    _check(getattr(ember, op)(ea, e64), getattr(torch, op)(ta, t64))  # promoted
+    (ea.requires_grad_(), ta.requires_grad_())
+    _check(getattr(ember, op)(ea, eb).detach(), getattr(torch, op)(ta, tb).detach())  # the dispatcher's path
+    assert runs[0] == 6
+
+
+def test_integer_and_half():
+    (ea, ta) = _pair((N,), np.float16)
+    _check(ea * 1.5 + ea, ta * 1.5 + ta)
+    x = np.random.default_rng(0).integers(-1000, 1000, N)
+    ei, ti = ember.tensor(x), torch.tensor(x)
+    _check(ei * 3 - ei, ti * 3 - ti)
+    _check(ei / 7, ti / 7)
+    _check(-ei, -ti)
+
+
+def test_broadcast_and_layout():
+    (ea, ta), (eb, tb) = _pair((512, 1024)), _pair((1024,), seed=1)
+    _check(ea + eb, ta + tb)
+    _check(ea.t() * 2.0, ta.t() * 2.0)
+    _check(ea.t().exp(), ta.t().exp())
+    _check(ea[:, ::2].tanh(), ta[:, ::2].tanh())
+
+
+def test_inplace_and_out():
+    (ea, ta), (eb, tb) = _pair((N,)), _pair((N,), seed=1)
+    ea.mul_(eb), ta.mul_(tb)
+    _check(ea, ta)
+    ea += 1.0
+    ta += 1.0
+    _check(ea, ta)
+    ea[1:].add_(eb[:-1]), ta[1:].add_(tb[:-1])  # into a view
+    _check(ea, ta)
+    ea[::2].sub_(eb[::2]), ta[::2].sub_(tb[::2])
+    _check(ea, ta)
+    eo, to = ember.empty(N), torch.empty(N)
+    ember.exp(ea, out=eo), torch.exp(ta, out=to)
+    _check(eo, to)
+    eo, to = ember.empty(N, dtype=ember.float64), torch.empty(N, dtype=torch.float64)
+    ember.sub(ea, eb, out=eo), torch.sub(ta, tb, out=to)
+    _check(eo, to)
+    eo, to = ember.empty(3), torch.empty(3)
+    with pytest.warns(UserWarning, match="resized"):
+        ember.neg(ea, out=eo)
+    with pytest.warns(UserWarning, match="resized"):
+        torch.neg(ta, out=to)
+    _check(eo, to)
+
+
+def _grads(f, x):
+    x = ember.tensor(x, requires_grad=True)
+    f(x).backward()
+    return x.grad.numpy()
+
+
+def _chain(y):
+    for _ in range(2):
+        y = ((y * 1.01 + 0.5).tanh() - 0.1).exp() * 0.5
+    return (y.sigmoid() / 3).sum()
+
+
+def _double_tanh(x):
+    g, = ember.autograd.grad(x.tanh().sum(), x, create_graph=True)
+    return (g * g).sum()
+
+
+@pytest.mark.parametrize("f", [_chain, _double_tanh])
+def test_gradients_bits(f, monkeypatch):
+    """Split and unsplit gradients agree bit for bit, and with PyTorch's."""
+    x = np.random.default_rng(0).standard_normal(N).astype(np.float32)
+    split = _grads(f, x)
+    monkeypatch.setattr(P, "MIN_SIZE", 1 << 62)
+    _same(split, _grads(f, x))
+    t = torch.tensor(x, requires_grad=True)
+    (_chain if f is _chain else _torch_double_tanh)(t).backward()
+    np.testing.assert_allclose(split, t.grad.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def _torch_double_tanh(x):
+    g, = torch.autograd.grad(x.tanh().sum(), x, create_graph=True)
+    return (g * g).sum()
+
+
+def test_one_pool():
+    assert selection.pool is fft_ops.pool is reduction.pool is P.pool
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_pool_after_fork():
+    """A forked child (a DataLoader worker) gets a pool of its own: the parent's threads are not in it."""
+    x = ember.tensor(_data(N))
+    want = x.exp().numpy()
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0 if np.array_equal(x.exp().numpy(), want, equal_nan=True) else 1)
+    for _ in range(600):
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            assert os.waitstatus_to_exitcode(status) == 0
+            return
+        time.sleep(0.05)
+    os.kill(pid, 9)
+    pytest.fail("the child hung")
