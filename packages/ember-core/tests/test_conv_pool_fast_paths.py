@@ -57,16 +57,24 @@ def _numpy_pool(x, kernel, stride, padding, dilation, ceil_mode):
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not installed")
+def _pad3(v, fill=1):
+    return list(v) + [fill] * (3 - len(v))
+
+
+def _c_params(params):
+    """(the names p0, p1, ... as call arguments, their C declarations): per-dimension parameters padded to 3."""
+    padded = [_pad3(v) for v in params]
+    decl = "".join(f"  static const long long p{k}[3] = {{{', '.join(map(str, v))}}};\n" for k, v in enumerate(padded))
+    return ", ".join(f"p{k}" for k in range(len(padded))), decl
+
+
 @pytest.mark.parametrize("ctype, dtype", [("float", np.float32), ("double", np.float64)])
 @pytest.mark.parametrize("case", POOLS)
 def test_max_pool_kernel_on_host_matches_numpy_path(ctype, dtype, case, tmp_path):
     shape, kernel, stride, padding, dilation, ceil_mode = case
     x = _pool_input(shape, dtype)
     want_v, want_i = _numpy_pool(x, *case[1:])
-    pad3 = lambda v, f=1: list(v) + [f] * (3 - len(v))  # noqa: E731
-    params = [pad3(shape[2:]), pad3(want_v.shape[2:]), pad3(kernel), pad3(stride), pad3(padding, 0), pad3(dilation)]
-    arrays = ", ".join(f"p{k}" for k in range(len(params)))
-    decl = "".join(f"  static const long long p{k}[3] = {{{', '.join(map(str, v))}}};\n" for k, v in enumerate(params))
+    arrays, decl = _c_params([shape[2:], want_v.shape[2:], kernel, stride, _pad3(padding, 0), dilation])
     main = f"""
 int main(int argc, char** argv) {{
   long long nx = {x.size}, ny = {want_v.size};
@@ -243,10 +251,7 @@ def test_im2col_kernel_on_host_matches_numpy_path(ctype, dtype, case, tmp_path):
     out = [(s + lo + hi - d * (k - 1) - 1) // st + 1 for s, (lo, hi), d, k, st in zip(shape[2:], pads, dilation,
                                                                                           kernel, stride)]
     want = conv._im2col(np, x, 1, kernel, out, stride, pads, dilation, True)
-    pad3 = lambda v, f=1: list(v) + [f] * (3 - len(v))  # noqa: E731
-    params = [pad3(shape[2:]), pad3(out), pad3(kernel), pad3(stride), pad3([p for p, _ in pads], 0), pad3(dilation)]
-    arrays = ", ".join(f"p{k}" for k in range(len(params)))
-    decl = "".join(f"  static const long long p{k}[3] = {{{', '.join(map(str, v))}}};\n" for k, v in enumerate(params))
+    arrays, decl = _c_params([shape[2:], out, kernel, stride, _pad3([p for p, _ in pads], 0), dilation])
     main = f"""
 int main(int argc, char** argv) {{
   long long nx = {x.size}, ny = {want.size};
