@@ -1,10 +1,11 @@
 """Unscale gradients and check them for inf/NaN: one pass per device and dtype.
 
-CPU: each gradient array is multiplied in place by the inverse scale, and a dot product with zeros
-detects non-finite values (0 * inf and 0 * NaN are NaN; any finite values give 0), so no boolean
-temporaries are made. CUDA: one launch of a raw kernel over every gradient of a dtype, addressed
-through a table of device pointers and cumulative lengths.
+CPU: each gradient array is multiplied in place by the inverse scale, and its dot product with itself
+detects non-finite values (see ``unscale_numpy``), so no boolean temporaries are made. CUDA: one launch of
+a raw kernel over every gradient of a dtype, addressed through a table of device pointers and cumulative lengths.
 """
+import math
+
 import numpy as np
 
 from ember._kernels import raw_kernel
@@ -31,44 +32,42 @@ extern "C" __global__ void ember_amp_unscale_{T}(const unsigned long long* ptrs,
 """
 KERNELS = {t: raw_kernel(f"ember_amp_unscale_{t}", _CODE.replace("{T}", t)) for t in ("float", "double")}
 _CTYPE = {"float32": "float", "float64": "double"}
-
-
-_zeros = {}  # dtype -> a zeros buffer, grown as needed, for the dot-product check
-
-
-def _zeros_for(dtype, size):
-    buf = _zeros.get(dtype)
-    if buf is None or buf.size < size:
-        buf = _zeros[dtype] = np.zeros(max(size, 1 << 16), dtype)
-    return buf
+_BLOCK = 1 << 16  # elements (two 4M-element float32 arrays checked and scaled whole: 3.3 ms; in blocks: 2.5 ms)
 
 
 def unscale_numpy(arrays, inv_scale):
     """Multiply every array (all of one dtype) by ``inv_scale`` in place; True if any held an inf or NaN.
 
-    Each array is checked right before it is scaled, while it is in cache: each check is 0 when every value is
-    finite and NaN otherwise (a finite scaled value may still overflow, as in PyTorch's kernel).
+    Each array (a large contiguous one: each block of ``_BLOCK`` elements) is checked right before it is scaled, while
+    it is in cache, by its dot product with itself: a sum of squares, inf or NaN if any value is, finite otherwise
+    unless large finite values overflow it. Only arrays whose check is not finite are checked exactly, after scaling:
+    with ``|inv_scale| <= 1`` scaling keeps every value finite or not. A larger ``inv_scale`` may overflow finite
+    values (unflagged, as in PyTorch's kernel), so then, and for dtypes without BLAS, each array takes a boolean pass
+    before it is scaled.
     """
     dtype = arrays[0].dtype
     inv = np.array(inv_scale, dtype)  # a 0-d array operand costs a ufunc call less than a scalar
     mul = np.multiply
-    with np.errstate(invalid="ignore", over="ignore"):  # inf * 0 is the point of the check
-        if dtype.char not in "fd":  # dtypes without BLAS: a boolean pass
+    with np.errstate(invalid="ignore", over="ignore"):  # squares may overflow; inf * 0 (a zero inv_scale) is NaN
+        if dtype.char not in "fd" or not abs(inv_scale) <= 1:
             found = False
             for a in arrays:
                 found = found or not np.isfinite(a).all()
                 mul(a, inv, a)
             return found
-        checks, n = [], -1
+        checks, work = [], list(arrays)  # (large arrays add their blocks to the work)
         check = checks.append
-        for a in arrays:
-            if a.size != n:  # a new view of the zeros only when the size changes
-                n = a.size
-                z = _zeros_for(dtype, n)[:n]
-            # ravel copies a strided array: the check then reads the copy, the scaling the original
-            check((a if a.ndim == 1 else a.ravel()).dot(z))
+        for a in work:
+            if a.size > _BLOCK and a.flags.c_contiguous:  # blocks stay in L2 from their check to their scaling
+                flat = a.reshape(-1)
+                work += [flat[i:i + _BLOCK] for i in range(_BLOCK, flat.size, _BLOCK)]
+                a = flat[:_BLOCK]
+            r = a if a.ndim == 1 else a.ravel()  # (a copy of a strided array: the check reads it, the scaling a)
+            check(r.dot(r))
             mul(a, inv, a)
-    return any(checks)  # NaN is true, 0 false
+    isfinite = math.isfinite
+    return not all(map(isfinite, checks)) and any(
+        not np.isfinite(a).all() for a, c in zip(work, checks) if not isfinite(c))
 
 
 def unscale_cupy(arrays, inv_scale, found_inf):
