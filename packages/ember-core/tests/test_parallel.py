@@ -112,6 +112,14 @@ def test_expression_bits(runs):
     assert runs[0] == 1
 
 
+@pytest.mark.parametrize("n, split", [(P.EXPRESSION_MIN - 1, False), (P.EXPRESSION_MIN, True)])
+def test_expression_threshold(runs, n, split):
+    y, g = _data(n), _data(n, seed=1)
+    want = (1 - y * y) * g
+    _same(P.expression(pointwise._tanh_grad, y, g), want)
+    assert runs[0] == split
+
+
 def test_errstate_in_workers():
     big = np.full(N, 1e30, np.float32)
     with warnings.catch_warnings():

@@ -17,9 +17,14 @@ import numpy as np
 from . import _backend
 
 WORKERS = min(4, os.cpu_count() or 1)
-# Elements. Waking a pool thread costs some 30-100 us on this kind of machine (2-core VM): float32 exp/add on
-# 1M elements 445/403 -> 331/318 us, on 512K 220/194 -> 202/180 us, on 256K 111/97 -> 140/106 us.
-MIN_SIZE = 1 << 19
+# Elements. Waking a pool thread costs some 30-100 us on a 2-core VM, and the split must also beat what one core
+# gets from its caches: float32 mul/add-scalar/exp/tanh on a quiet Intel 2-core VM, one call -> split, in us:
+# 512K 246/144/236/241 -> 305/223/358/290, 1M 519/301/527/397 -> 511/332/532/321 (a 20-op chain of such ops
+# was 4% slower split), 2M 980/683/1202/972 -> 810/555/837/722, 4M 2681/1326/2432/2558 -> 1385/930/1514/1411.
+MIN_SIZE = 1 << 21
+# Elements from which a multi-step expression splits: its blocks also save passes through memory (tanh's VJP on 1M
+# float32: 712 us as one call, 430 us split in blocks)
+EXPRESSION_MIN = 1 << 19
 _ALIGN = 1024  # elements
 # Elements an expression computes at a time, its operands and temporary staying in L2. Smaller blocks cost more
 # GIL hand-offs between the threads than they save (tanh's VJP on 1M float32: 712 us unsplit; split in blocks of
@@ -37,10 +42,10 @@ def pool():
     return _POOL[0]
 
 
-def _shape(operands, out=None):
+def _shape(operands, out=None, minimum=None):
     """The common shape of ``operands`` (NumPy arrays, 0-d arrays and scalars) and ``out`` when they may be split
-    (the arrays with dims are host, C-contiguous and of one large shape, ``out`` too, overlapping none of them
-    except exactly); None otherwise."""
+    (the arrays with dims are host, C-contiguous and of one shape of ``minimum`` (default ``MIN_SIZE``) elements or
+    more, ``out`` too, overlapping none of them except exactly); None otherwise."""
     shape = None
     for a in operands:
         if type(a) is np.ndarray:
@@ -52,7 +57,7 @@ def _shape(operands, out=None):
                 return None
         elif not isinstance(a, (np.generic, int, float, complex)):  # (CuPy arrays)
             return None
-    if shape is None or math.prod(shape) < MIN_SIZE:
+    if shape is None or math.prod(shape) < (MIN_SIZE if minimum is None else minimum):
         return None
     if out is not None:
         if type(out) is not np.ndarray or out.shape != shape or not out.flags.c_contiguous:
@@ -107,7 +112,7 @@ def expression(fn, *operands):
     and in cache-sized blocks, so that all its steps make one pass through memory. Returns ``out``."""
     xp = _backend.xp_of(operands[0])
     out = xp.empty_like(operands[0])
-    if _shape(operands, out) is None:
+    if _shape(operands, out, EXPRESSION_MIN) is None:
         fn(xp, out, *operands)
         return out
     return _run(functools.partial(fn, np), out, operands, True)
