@@ -8,6 +8,7 @@ import warnings
 import numpy as np
 import pytest
 import torch
+from optable import needs_autograd
 
 import ember
 from ember import _parallel as P
@@ -144,6 +145,7 @@ def _check(e, t):
     np.testing.assert_allclose(e.numpy(), t.numpy(), rtol=1e-6, atol=1e-6)
 
 
+@needs_autograd
 @pytest.mark.parametrize("op", ["add", "sub", "mul", "div"])
 def test_binary_calls(op, runs):
     (ea, ta), (eb, tb) = _pair((N,)), _pair((N,), seed=1)
@@ -218,6 +220,7 @@ def _double_tanh(x):
     return (g * g).sum()
 
 
+@needs_autograd
 @pytest.mark.parametrize("f", [_chain, _double_tanh])
 def test_gradients_bits(f, monkeypatch):
     """Split and unsplit gradients agree bit for bit, and with PyTorch's."""
