@@ -31,7 +31,7 @@ import numpy as np
 from . import _backend, _parallel
 from . import _dtype as D
 from . import _promotion as P
-from ._dispatch import FORCED, Call, run_layers
+from ._dispatch import FORCED, RECORD, Call, run_layers
 from ._halfcast import narrow, widen
 from ._tensor import Tensor
 
@@ -368,6 +368,8 @@ def _elementwise_slow(op, operands, kwargs, out, mode):
         return run_layers(call, elementwise_impl)
     for x in operands:
         if isinstance(x, Tensor) and x._rg:
+            if mode is None:  # (see _dispatch: autograd is the only layer, it records after the computation)
+                return RECORD[0](op, operands, kwargs, elementwise_impl(call))
             return run_layers(call, elementwise_impl)
     return elementwise_impl(call)
 
@@ -378,34 +380,37 @@ def _make_elementwise(op, arity):
     fast_float = fast & {np.dtype(np.float32), np.dtype(np.float64)} if op.scalars else frozenset()
     split, big = op.split, _SPLIT_MIN if op.split is not None else sys.maxsize  # (one comparison on small arrays)
 
+    # (an input requiring grad takes the same path: the recorder, see _dispatch, then records the call)
     if arity == 1:
         def fn(input, *, out=None, **kwargs):
-            if out is None and not kwargs and type(input) is Tensor and not input._rg and not FORCED[0]:
+            if out is None and not kwargs and type(input) is Tensor and not FORCED[0]:
                 x = input._data
                 if type(x) is ndarray and x.dtype in fast:
                     r = impl(np, x) if x.size < big else split(x)
-                    return _wrap(r if type(r) is ndarray else _asarray(r))
+                    r = _wrap(r if type(r) is ndarray else _asarray(r))
+                    return RECORD[0](op, (input,), kwargs, r) if input._rg else r
             return _elementwise_slow(op, (input,), kwargs, out, "out")
 
         def inplace(self, **kwargs):
             return _elementwise_slow(op, (self,), kwargs, None, "inplace")
     elif arity == 2:
         def fn(input, other, *, out=None, **kwargs):
-            if out is None and not kwargs and type(input) is Tensor and not input._rg and not FORCED[0]:
+            if out is None and not kwargs and type(input) is Tensor and not FORCED[0]:
                 x = input._data
                 if type(other) is Tensor:
-                    if not other._rg:
-                        y = other._data
-                        d = x.dtype
-                        if d is y.dtype and d in fast and type(x) is ndarray and type(y) is ndarray:
-                            try:
-                                r = impl(np, x, y) if x.size < big else split(x, y)
-                            except ValueError:  # shapes don't broadcast: the slow path words the error
-                                return _elementwise_slow(op, (input, other), kwargs, out, "out")
-                            return _wrap(r if type(r) is ndarray else _asarray(r))
+                    y = other._data
+                    d = x.dtype
+                    if d is y.dtype and d in fast and type(x) is ndarray and type(y) is ndarray:
+                        try:
+                            r = impl(np, x, y) if x.size < big else split(x, y)
+                        except ValueError:  # shapes don't broadcast: the slow path words the error
+                            return _elementwise_slow(op, (input, other), kwargs, out, "out")
+                        r = _wrap(r if type(r) is ndarray else _asarray(r))
+                        return RECORD[0](op, (input, other), kwargs, r) if input._rg or other._rg else r
                 elif type(other) is float and x.dtype in fast_float and type(x) is ndarray:
                     r = impl(np, x, x.dtype.type(other)) if x.size < big else split(x, x.dtype.type(other))
-                    return _wrap(r if type(r) is ndarray else _asarray(r))
+                    r = _wrap(r if type(r) is ndarray else _asarray(r))
+                    return RECORD[0](op, (input, other), kwargs, r) if input._rg else r
             return _elementwise_slow(op, (input, other), kwargs, out, "out")
 
         def inplace(self, other, **kwargs):
@@ -431,15 +436,37 @@ def _unwrap(a):
 
 def general_impl(call):
     """Run a general op: unwrap tensors, call the implementation, wrap what it returns."""
-    op, args, kwargs = call.op, call.args, call.kwargs
-    tensors = call.tensors()
-    xp = _device_arrays(tensors) if tensors else np
-    r = op.impl(xp, *[a._data if type(a) is Tensor else _unwrap(a) for a in args],
-                **({k: _unwrap(v) for k, v in kwargs.items()} if kwargs else {}))
+    return _general(call.op, call.args, call.kwargs, call.mode, call.out)
+
+
+def _general(op, args, kwargs, mode, out):
+    arrays = []  # (the usual arguments, host tensors and plain values, unwrapped in one loop)
+    for a in args:
+        if type(a) is Tensor and type(a._data) is ndarray:
+            arrays.append(a._data)
+        elif isinstance(a, (Tensor, list, tuple)):
+            arrays = None
+            break
+        else:
+            arrays.append(a)
+    if kwargs:
+        kwargs_in = {k: _unwrap(v) for k, v in kwargs.items()}
+        if arrays is not None and any(isinstance(v, Tensor) for v in kwargs.values()):
+            arrays = None
+    else:
+        kwargs_in = {}
+    tensors = None
+    if arrays is None:  # tensors inside sequences or on a device: the device check
+        tensors = Call(op, args, kwargs).tensors()
+        xp = _device_arrays(tensors) if tensors else np
+        arrays = [a._data if type(a) is Tensor else _unwrap(a) for a in args]
+    else:
+        xp = np
+    r = op.impl(xp, *arrays, **kwargs_in)
     if op.mutates:
         args[0]._version[0] += 1
         return args[0]
-    if call.mode == "inplace":
+    if mode == "inplace":
         target = args[0]
         r = xp.asarray(r)
         P.check_inplace_broadcast(target._data.shape, r.shape)
@@ -447,20 +474,20 @@ def general_impl(call):
             raise RuntimeError(f"result type {TORCH_NAME[D.FROM_NP[r.dtype]]} can't be cast to the desired "
                                f"output type {TORCH_NAME[target.dtype]}")
         return write_into(target, r)
-    if call.mode == "out":
+    if mode == "out":
         if isinstance(r, tuple):
-            return type(call.out)(write_out(o, xp.asarray(x)) for o, x in zip(call.out, r))
-        return write_out(call.out, xp.asarray(r))
+            return type(out)(write_out(o, xp.asarray(x)) for o, x in zip(out, r))
+        return write_out(out, xp.asarray(r))
     result = _wrap(r) if type(r) is ndarray else wrap_result(r)
-    if op.view and (op.view is True or op.view(call)):
+    if op.view and (op.view is True or op.view(Call(op, args, kwargs))):
         # views share their base's version counter and remember how they were made, so that autograd
         # can replay them when an in-place op writes through a view
-        parent, many = tensors[0], isinstance(result, tuple)
+        parent, many = (tensors or Call(op, args, kwargs).tensors())[0], isinstance(result, tuple)
         for i, v in enumerate(result if many else (result,)):
             if not _backend.shares_memory(v._data, parent._data):
                 continue  # e.g. reshape had to copy: not a view
             v._view_of(parent)
-            v._ext = {"view": (parent, op, call.args[1:], call.kwargs, i if many else None)}
+            v._ext = {"view": (parent, op, args[1:], kwargs, i if many else None)}
     if op.returns is not None and type(result) is tuple:  # max(input) is a tensor, max(input, dim) a pair
         result = op.returns(*result)
     return result
@@ -493,10 +520,13 @@ def _any_requires_grad(args, kwargs):
 
 
 def _general_call(op, args, kwargs, out, mode):
-    call = Call(op, args, kwargs, mode, out)
-    if FORCED[0] or _any_requires_grad(args, kwargs):
-        return run_layers(call, general_impl)
-    return general_impl(call)
+    if FORCED[0]:
+        return run_layers(Call(op, args, kwargs, mode, out), general_impl)
+    if _any_requires_grad(args, kwargs):
+        if mode is None:  # (see _dispatch: autograd is the only layer, it records after the computation)
+            return RECORD[0](op, args, kwargs, _general(op, args, kwargs, None, None))
+        return run_layers(Call(op, args, kwargs, mode, out), general_impl)
+    return _general(op, args, kwargs, mode, out)
 
 
 _ARGUMENT_ERRORS = (AttributeError, TypeError, ValueError, IndexError, KeyError)
@@ -518,11 +548,14 @@ def _make_general(op):
     mode = "inplace" if op.mutates else None
 
     def fn(*args, out=None, **kwargs):  # (_general_call inlined: one frame less on every call)
-        call = Call(op, args, kwargs, mode if out is None else "out", out)
         try:
-            if FORCED[0] or _any_requires_grad(args, kwargs):
-                return run_layers(call, general_impl)
-            return general_impl(call)
+            if FORCED[0]:
+                return run_layers(Call(op, args, kwargs, mode if out is None else "out", out), general_impl)
+            if _any_requires_grad(args, kwargs):
+                if mode is None and out is None:
+                    return RECORD[0](op, args, kwargs, _general(op, args, kwargs, None, None))
+                return run_layers(Call(op, args, kwargs, mode if out is None else "out", out), general_impl)
+            return _general(op, args, kwargs, mode if out is None else "out", out)
         except _ARGUMENT_ERRORS as e:
             refusal = _not_a_tensor(op, args, e)
             if refusal is None:

@@ -1,13 +1,10 @@
 """ember.autograd: reverse-mode automatic differentiation (the engine; derivative rules live with the ops)."""
-import numpy as np
-from numpy import ndarray
 
 import ember
-from ember._backend import xp_of
 from ember._tensor import Tensor
 
 from . import grad_mode  # noqa: F401  (ember.autograd.grad_mode, as in PyTorch)
-from ._engine import run_backward
+from ._engine import ones_like, run_backward, scalar_backward
 from ._version import __version__  # noqa: F401
 from .anomaly_mode import detect_anomaly, set_detect_anomaly
 from .function import Function
@@ -31,13 +28,6 @@ def _as_tuple(x):
     return (x,) if isinstance(x, Tensor) else tuple(x)
 
 
-def _ones_like(data):
-    """The implicit gradient of a one-element output: ones of its shape and dtype."""
-    if type(data) is ndarray and not data.ndim:
-        return Tensor._wrap(np.array(1, data.dtype))  # (np.ones costs 7x more for a 0-d array)
-    return Tensor._wrap(xp_of(data).ones(data.shape, data.dtype))
-
-
 def _default_grads(outputs, grads):
     grads = _as_tuple(grads) or (None,) * len(outputs)
     if len(grads) != len(outputs):
@@ -49,7 +39,7 @@ def _default_grads(outputs, grads):
             if out.numel() != 1:
                 raise RuntimeError("grad can be implicitly created only for scalar outputs")
             data = out._data
-            g = _ones_like(data)
+            g = ones_like(data)
         elif not isinstance(g, Tensor):
             g = ember.full_like(out, g)
         elif tuple(g.shape) != tuple(out.shape):
@@ -62,12 +52,7 @@ def _default_grads(outputs, grads):
 def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, grad_variables=None, inputs=None):
     """Accumulate into the leaves' ``.grad`` the gradients of ``tensors`` (weighted by ``grad_tensors``)."""
     if type(tensors) is Tensor and grad_tensors is None and grad_variables is None and inputs is None:
-        data = tensors._data  # the usual loss.backward(): skip the general argument handling
-        if data.size != 1:
-            raise RuntimeError("grad can be implicitly created only for scalar outputs")
-        run_backward((tensors,), (_ones_like(data),),
-                     create_graph if retain_graph is None else retain_graph, create_graph)
-        return
+        return scalar_backward(tensors, retain_graph, create_graph)  # the usual loss.backward()
     tensors = _as_tuple(tensors)
     grads = _default_grads(tensors, grad_tensors if grad_tensors is not None else grad_variables)
     inputs = _as_tuple(inputs)

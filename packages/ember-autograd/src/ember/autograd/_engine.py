@@ -4,15 +4,17 @@ Every differentiable op call that has an input requiring grad gets a ``Node`` ho
 and what the call saw. ``backward`` walks the graph from the roots with
 dependency counts, so a node runs once all the gradients flowing into it are summed.
 """
-import heapq
 import itertools
 import sys
 import traceback
 import weakref
+from heapq import heapify, heappop, heappush
 
+import numpy as np
 from numpy import ndarray
 
 import ember
+from ember._backend import xp_of
 from ember._dtype import FROM_NP
 from ember._tensor import Tensor
 
@@ -107,11 +109,12 @@ class Node:
         edges, in_meta = [], []
         for t in inputs:
             if t._rg:
-                fn = t.grad_fn
-                if fn is None:
-                    edges.append((accumulator(t), 0))
+                fn, ext = t.grad_fn, t._ext
+                if fn is None:  # a leaf: its AccumulateGrad (accumulator's lookup inlined)
+                    acc = ext.get("acc") if ext is not None else None
+                    edges.append((accumulator(t) if acc is None else acc, 0))
                 else:
-                    edges.append((fn, t._ext.get("out_idx", 0) if t._ext is not None else 0))
+                    edges.append((fn, ext.get("out_idx", 0) if ext is not None else 0))
                 d = t._data
                 in_meta.append((d.shape, d.dtype, None) if type(d) is ndarray else _meta(d))
             else:
@@ -120,13 +123,14 @@ class Node:
         self.next_functions, self._in_meta = tuple(edges), in_meta
         # where the tensor arguments are: their positions when none is inside a list (apply then picks their
         # gradients directly), else the layout of every argument
-        pos = []
-        for i, a in enumerate(args):
+        pos, i = [], 0
+        for a in args:
             if type(a) is Tensor or isinstance(a, Tensor):
                 pos.append(i)
             elif type(a) in (list, tuple):
                 pos = None
                 break
+            i += 1
         self._pos = pos
         self._structure = _layout(args) if pos is None else True
         # what the VJP reads
@@ -345,19 +349,24 @@ def _unshared(g, refs=4):
     copy would be): a leaf may then take it as its ``.grad`` without a copy, a VJP may write into it
     (``ctx.grad_donated``). ``refs``: the references to ``g`` the engine's own make (its list of the node's
     gradients, ours, getrefcount's and, from accumulate, its argument); the array's: g's, ours, getrefcount's."""
+    if sys.getrefcount(g) != refs or type(g) is not Tensor or g._rg:
+        return False
     d = g._data
-    return (type(g) is Tensor and type(d) is ndarray and not g._rg and d.base is None and d.flags.owndata
-            and d.flags.writeable and d.flags.c_contiguous and sys.getrefcount(d) == 3
-            and sys.getrefcount(g) == refs)
+    if type(d) is not ndarray or d.base is not None or sys.getrefcount(d) != 3:
+        return False
+    flags = d.flags
+    return flags.owndata and flags.writeable and flags.c_contiguous
 
 
 def _addable_in_place(have, new):
     """Whether gradient ``new`` may be added into array ``have`` in place: same kind of array, shape and a
     dtype that needs no rounding through float32; ``have`` writable and without overlapping elements."""
     d = have.dtype
-    return (type(have) is type(new) and d is new.dtype and d.kind in "fc" and d.itemsize >= 4
-            and have.shape == new.shape and getattr(have.flags, "writeable", True)
-            and (have.flags.c_contiguous or have.flags.f_contiguous))
+    if type(have) is not type(new) or d is not new.dtype or d.kind not in "fc" or d.itemsize < 4 \
+            or have.shape != new.shape:
+        return False
+    flags = have.flags
+    return getattr(flags, "writeable", True) and (flags.c_contiguous or flags.f_contiguous)
 
 
 class _Handle:
@@ -417,6 +426,21 @@ def _zeros(meta):
     return ember.zeros(shape, dtype=FROM_NP[dtype], device=device)
 
 
+def ones_like(data):
+    """The implicit gradient of a one-element output: ones of its shape and dtype."""
+    if type(data) is ndarray and not data.ndim:
+        return Tensor._wrap(np.array(1, data.dtype))  # (np.ones costs 7x more for a 0-d array)
+    return Tensor._wrap(xp_of(data).ones(data.shape, data.dtype))
+
+
+def scalar_backward(t, retain_graph, create_graph):
+    """``t.backward()`` for a one-element ``t``: its gradient, ones, into the leaves of its graph."""
+    data = t._data
+    if data.size != 1:
+        raise RuntimeError("grad can be implicitly created only for scalar outputs")
+    run_backward((t,), (ones_like(data),), create_graph if retain_graph is None else retain_graph, create_graph)
+
+
 def run_backward(roots, grad_roots, retain_graph=False, create_graph=False, inputs=None, allow_unused=False,
                  accumulate=True):
     """Backpropagate ``grad_roots`` from the ``roots`` tensors.
@@ -424,11 +448,15 @@ def run_backward(roots, grad_roots, retain_graph=False, create_graph=False, inpu
     With ``accumulate`` the leaves' ``.grad`` are updated (``inputs`` limits which); without it the
     gradients reaching ``inputs`` are returned instead (``autograd.grad``).
     """
-    root_edges = []
+    buffers = {}  # node -> [gradient of each output]
+    stack = []  # (loops, not comprehensions, here and below: they cost more than tiny graphs' VJPs)
     for t, g in zip(roots, grad_roots):
         if not t._rg:
             raise RuntimeError("element 0 of tensors does not require grad and does not have a grad_fn")
-        root_edges.append((edge_of(t), g))
+        node, idx = edge_of(t)
+        _add(buffers, node, idx, g)
+        if node not in stack:
+            stack.append(node)
     targets = {}
     if inputs is not None:
         for i, t in enumerate(inputs):
@@ -436,11 +464,8 @@ def run_backward(roots, grad_roots, retain_graph=False, create_graph=False, inpu
                 raise RuntimeError("One of the differentiated Tensors does not require grad")
             targets.setdefault(edge_of(t), []).append(i)
     # dependency counts of every node reachable from the roots
-    stack = []  # (loops, not comprehensions, here and below: they cost more than tiny graphs' VJPs)
-    for (node, _), _ in root_edges:
-        if node not in stack:
-            stack.append(node)
-    deps, order, roots_set = {}, stack[:], set(stack)
+    deps, roots_set = {}, set(stack)
+    order = stack[:] if inputs is not None else None  # (what _needed walks)
     while stack:
         for nxt, _ in stack.pop().next_functions:
             if nxt is not None:
@@ -450,18 +475,16 @@ def run_backward(roots, grad_roots, retain_graph=False, create_graph=False, inpu
                     deps[nxt] = 1
                     if nxt not in roots_set:
                         stack.append(nxt)
-                        order.append(nxt)
+                        if order is not None:
+                            order.append(nxt)
     needed = _needed(order, {e[0] for e in targets}) if inputs is not None else None
-    buffers = {}  # node -> [gradient of each output]
-    for (node, idx), g in root_edges:
-        _add(buffers, node, idx, g)
-    captured = [None] * (len(inputs) if inputs is not None else 0)
+    captured = [None] * len(inputs) if inputs is not None else None
     ready = []
     for n in roots_set:
         if n not in deps:
             ready.append((-n.seq, id(n), n))
-    heapq.heapify(ready)
-    heappop, heappush = heapq.heappop, heapq.heappush
+    if len(ready) > 1:
+        heapify(ready)
     mode = grad_mode.MODE
     enabled, mode.enabled = mode.enabled, create_graph
     try:
@@ -504,12 +527,21 @@ def run_backward(roots, grad_roots, retain_graph=False, create_graph=False, inpu
                             for g, m in zip(outs, node._out_meta)]
                 next_grads = _apply(node, outs)
             if not retain_graph:
-                node.release()
+                if node._ctx is None:  # (release inlined)
+                    node.free()
+                else:
+                    node.release()
             for (nxt, idx), g in zip(node.next_functions, next_grads):
                 if nxt is None:
                     continue
-                if g is not None:
-                    _add(buffers, nxt, idx, g)
+                if g is not None:  # (_add inlined)
+                    slot = buffers.get(nxt)
+                    if slot is None:
+                        slot = buffers[nxt] = [None] * len(nxt._out_meta)
+                        slot[idx] = g
+                    else:
+                        have = slot[idx]
+                        slot[idx] = g if have is None else _sum(have, g)
                 left = deps[nxt] = deps[nxt] - 1
                 if not left:
                     heappush(ready, (-nxt.seq, id(nxt), nxt))

@@ -54,11 +54,10 @@ def autograd_layer(call, call_next):
             break
     else:
         return call_next(call)
-    for t in tensors:
-        if t._ext is not None and t._ext.get("inference"):
-            raise RuntimeError(_INFERENCE_ERROR)
+    _refuse_inference(tensors)
     op, kwargs, call_mode = call.op, call.kwargs, call.mode
     args, inputs = call.args, tensors
+    target = None
     if call_mode is not None:
         if call_mode == "out":
             raise RuntimeError(_OUT_ERROR.format(op.name))
@@ -69,17 +68,44 @@ def autograd_layer(call, call_next):
         if base is not None and base.grad_fn is None and base._rg:
             raise RuntimeError("a view of a leaf Variable that requires grad is being used in an in-place operation.")
     if kwargs:
-        _bind_tensor_kwargs(call)
-        kwargs, args = call.kwargs, call.args
-        inputs = call.tensors()  # after binding: the tensors among the positional arguments...
-        for v in kwargs.values():
-            if isinstance(v, Tensor):
-                inputs = None  # ...unless a keyword tensor could not be bound: the node then finds them itself
-                break
-    if call_mode is not None:
+        args, kwargs, inputs = _bind_tensor_kwargs(op, args, kwargs)
+        call.args, call.kwargs = args, kwargs
+    if target is not None:
         args = (_snapshot(target),) + tuple(args[1:])
         inputs = [args[0]] + inputs[1:] if inputs is not None else None
-    result = call_next(call)
+    return _record(op, args, kwargs, inputs, call_next(call), target)
+
+
+def record(op, args, kwargs, result):
+    """The dispatcher's recorder (``_dispatch.RECORD``): the node of an out-of-place call whose implementation
+    has run, made as the layer above makes it (inference mode, which would mark the result, forces the layers)."""
+    if not _MODE.enabled:
+        return result
+    if kwargs:
+        args, kwargs, inputs = _bind_tensor_kwargs(op, args, kwargs)
+        _refuse_inference(_flat_tensors(args) if inputs is None else inputs)
+        return _record(op, args, kwargs, inputs, result, None)
+    inputs = []  # (the tensors of a flat argument tuple, the usual case, found inline)
+    for a in args:
+        if isinstance(a, Tensor):
+            if a._ext is not None and a._ext.get("inference"):
+                raise RuntimeError(_INFERENCE_ERROR)
+            inputs.append(a)
+        elif type(a) in (list, tuple):
+            inputs = _flat_tensors(args)
+            _refuse_inference(inputs)
+            break
+    return _record(op, args, kwargs, inputs, result, None)
+
+
+def _refuse_inference(tensors):
+    for t in tensors:
+        if t._ext is not None and t._ext.get("inference"):
+            raise RuntimeError(_INFERENCE_ERROR)
+
+
+def _record(op, args, kwargs, inputs, result, target):
+    """Make the node of a call that has run (``target``: what an in-place call wrote) and join its outputs to it."""
     if not op.differentiable:
         return result
     name = _node_names.get(op) or node_name(op)
@@ -91,7 +117,7 @@ def autograd_layer(call, call_next):
         node = Node(name, op.vjp_fn or _missing_vjp(op), args, kwargs, outputs, isinstance(result, tuple), inputs)
     if _ANOMALY.enabled:
         node._trace = anomaly_mode.forward_trace()
-    if call_mode is not None and target._base is not None and _chain(target) is not None:
+    if target is not None and target._base is not None and _chain(target) is not None:
         _rebase_view(target, node)
         return result
     if outputs is None and op.constant_outputs is None:  # one result: a float one joins the graph
@@ -136,19 +162,23 @@ def _history_of(t, data=None):
 _signatures = {}
 
 
-def _bind_tensor_kwargs(call):
-    """Move keyword arguments that are tensors into their positions, so VJPs return their gradients."""
-    if not any(isinstance(v, Tensor) for v in call.kwargs.values()):
-        return
-    sig = _signatures.get(call.op)
-    if sig is None:
-        params = list(inspect.signature(call.op.impl).parameters.values())[1:]
-        sig = _signatures[call.op] = inspect.Signature(params)
-    try:
-        bound = sig.bind(*call.args, **call.kwargs)
-    except TypeError:
-        return
-    call.args, call.kwargs = bound.args, bound.kwargs
+def _bind_tensor_kwargs(op, args, kwargs):
+    """(args, kwargs, inputs) with keyword arguments that are tensors moved into their positions, so VJPs return
+    their gradients; ``inputs`` the tensors among the arguments, None if a keyword tensor could not be moved (the
+    node then finds them itself)."""
+    if any(isinstance(v, Tensor) for v in kwargs.values()):
+        sig = _signatures.get(op)
+        if sig is None:
+            params = list(inspect.signature(op.impl).parameters.values())[1:]
+            sig = _signatures[op] = inspect.Signature(params)
+        try:
+            bound = sig.bind(*args, **kwargs)
+        except TypeError:
+            return args, kwargs, None
+        args, kwargs = bound.args, bound.kwargs
+        if any(isinstance(v, Tensor) for v in kwargs.values()):
+            return args, kwargs, None
+    return args, kwargs, _flat_tensors(args)
 
 
 # ---- in-place changes through views -----------------------------------------------------------------
@@ -204,4 +234,4 @@ def _rebase_view(view, inplace_node):
     attach(view, Node(node_name(chain[-1][0]), view_of_new_base, (base,), {}, [view]), 0)
 
 
-__all__ = ["autograd_layer", "edge_of", "node_name"]
+__all__ = ["autograd_layer", "edge_of", "node_name", "record"]

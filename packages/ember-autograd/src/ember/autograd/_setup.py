@@ -5,13 +5,14 @@ from ember import _dispatch, _extensions
 from ember._tensor import Tensor
 
 from . import grad_mode
-from ._engine import accumulator
-from ._layer import autograd_layer, mark_inference
+from ._engine import accumulator, scalar_backward
+from ._layer import autograd_layer, mark_inference, record
 
 
 def install(ember):
     import ember.autograd as autograd
     _dispatch.register_layer("autograd", 200, autograd_layer)
+    _dispatch.RECORD[0] = record
     _extensions.hooks["set_requires_grad"] = _set_requires_grad
     for name in ("no_grad", "enable_grad", "set_grad_enabled", "inference_mode", "is_grad_enabled",
                  "is_inference_mode_enabled"):
@@ -51,6 +52,8 @@ def _set_requires_grad(t, value):
 
 def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
     """Accumulate the gradient of this tensor into the leaves of its graph."""
+    if gradient is None and inputs is None and type(self) is Tensor:
+        return scalar_backward(self, retain_graph, create_graph)  # the usual loss.backward()
     import ember.autograd as autograd
     autograd.backward(self, gradient, retain_graph, create_graph, inputs=inputs)
 

@@ -147,7 +147,8 @@ def _any(tangents):
 def _layer(call, call_next):
     if _STATE.suspended or not any(_tangent(t) is not None for t in call.tensors()):
         return call_next(call)
-    _bind_tensor_kwargs(call)
+    if call.kwargs:
+        call.args, call.kwargs, _ = _bind_tensor_kwargs(call.op, call.args, call.kwargs)
     args = call.args
     tangents = _tangents_of(args)
     if call.mode == "inplace":  # the rule needs the target's value before the op

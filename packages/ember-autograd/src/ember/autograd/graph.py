@@ -66,6 +66,7 @@ class saved_tensors_hooks:
         _users[0] += 1
         if _users[0] == 1:
             _dispatch.register_layer("saved_tensors_hooks", 190, _layer)
+            _dispatch.force_slow(True)  # (recorded calls must meet this layer: see _dispatch)
         return self
 
     def __exit__(self, *exc):
@@ -73,6 +74,7 @@ class saved_tensors_hooks:
         _users[0] -= 1
         if _users[0] == 0:
             _dispatch.unregister_layer("saved_tensors_hooks")
+            _dispatch.force_slow(False)
         return False
 
 
