@@ -21,6 +21,7 @@ from ember._tensor import Tensor
 from . import anomaly_mode, grad_mode
 
 _seq = itertools.count()
+_MODE, _ANOMALY = grad_mode.MODE, anomaly_mode._STATE  # (thread-local states)
 _FREED = ("Trying to backward through the graph a second time (or directly access saved tensors after they have "
           "already been freed). Saved intermediate values of the graph are freed when you call .backward() or "
           "autograd.grad(). Specify retain_graph=True if you need to backward through the graph a second time or if "
@@ -137,7 +138,7 @@ class Node:
         saves_args = getattr(vjp, "saves_args", True)
         if saves_args is not True:
             args = saves_args(args) if saves_args else tuple([None if isinstance(a, Tensor) else a for a in args])
-            inputs = _flat_tensors(args)
+            inputs = _flat_tensors(args) if pos is None else [a for a in args if isinstance(a, Tensor)]
         self._args, self.kwargs, self._inputs = args, kwargs, inputs
         # ctx.out: one tensor, or a tuple when several (or the op returned a tuple, even of one)
         self._single = len(outputs) == 1 and not as_tuple
@@ -159,18 +160,13 @@ class Node:
         self._out_meta, self._outs, self._versions = out_meta, outs, (in_versions, out_versions)
 
     # ---- the VJP's context -------------------------------------------------------------------------------
-    def _check(self, which):
+    def _check_out(self):
         versions = self._versions
         if versions is None:
             raise RuntimeError(_FREED)
-        if which:
-            for (data, version), v in zip(self._outs, versions[1]):
-                if version[0] != v:
-                    self._raise(data.shape, data.dtype, version[0], v)
-        else:
-            for t, v in zip(self._inputs, versions[0]):
-                if t._version[0] != v:
-                    self._raise(t._data.shape, t._data.dtype, t._version[0], v)
+        for (data, version), v in zip(self._outs, versions[1]):
+            if version[0] != v:
+                self._raise(data.shape, data.dtype, version[0], v)
 
     def _raise(self, shape, np_dtype, now, v):
         dtype = FROM_NP[np_dtype]
@@ -183,20 +179,26 @@ class Node:
     @property
     def args(self):
         """The call's arguments (checked: none changed in place since the call)."""
-        self._check(0)
-        if grad_mode.MODE.enabled:
+        versions = self._versions
+        if versions is None:
+            raise RuntimeError(_FREED)
+        for t, v in zip(self._inputs, versions[0]):  # (_check(0) inlined: every VJP reads its arguments)
+            if t._version[0] != v:
+                self._raise(t._data.shape, t._data.dtype, t._version[0], v)
+        if _MODE.enabled:
             return self._args
-        if self._pargs is None:
-            self._pargs = _detached(self._args)
-        return self._pargs
+        pargs = self._pargs
+        if pargs is None:
+            pargs = self._pargs = _detached(self._args)
+        return pargs
 
     @property
     def out(self):
         """The call's result (checked: not changed in place since the call)."""
-        self._check(1)
+        self._check_out()
         if not self._outs:
             raise RuntimeError(f"the VJP of {self._name} reads ctx.out but is marked as not saving it")
-        if grad_mode.MODE.enabled:
+        if _MODE.enabled:
             outs = [_output(data, version, self, i) for i, (data, version) in enumerate(self._outs)]
             return outs[0] if self._single else tuple(outs)
         if self._pout is None:
@@ -208,9 +210,19 @@ class Node:
     def needs_input_grad(self):
         """Whether each positional argument of the call needs a gradient (False for non-tensors; for a list
         argument, whether any of its tensors does): a VJP need not compute the others."""
-        if self._args is None:
+        args = self._args
+        if args is None:
             raise RuntimeError(_FREED)
-        return self._needs(len(self._args))
+        if self._structure is None:
+            return tuple(m is not None for m in self._in_meta)
+        metas = iter(self._in_meta)
+        if self._pos is not None:
+            want = [False] * len(args)
+            for i in self._pos:
+                want[i] = next(metas) is not None
+            return tuple(want)
+        return tuple(any([next(metas) is not None for x in a if x]) if type(a) is tuple else
+                     (next(metas) is not None if a else False) for a in self._structure)
 
     def free(self):
         self._args = self._outs = self._inputs = self._versions = self._pargs = self._pout = None
@@ -226,19 +238,6 @@ class Node:
         if self._metadata is None:
             self._metadata = {}
         return self._metadata
-
-    def _needs(self, n_args):
-        """needs_input_grad of a call with ``n_args`` positional arguments."""
-        if self._structure is None:
-            return tuple(m is not None for m in self._in_meta)
-        metas = iter(self._in_meta)
-        if self._pos is not None:
-            want = [False] * n_args
-            for i in self._pos:
-                want[i] = next(metas) is not None
-            return tuple(want)
-        return tuple(any([next(metas) is not None for x in a if x]) if type(a) is tuple else
-                     (next(metas) is not None if a else False) for a in self._structure)
 
     def register_hook(self, fn):
         """``fn(grad_inputs, grad_outputs)`` after this node runs; may return new grad_inputs."""
@@ -485,7 +484,7 @@ def run_backward(roots, grad_roots, retain_graph=False, create_graph=False, inpu
             ready.append((-n.seq, id(n), n))
     if len(ready) > 1:
         heapify(ready)
-    mode = grad_mode.MODE
+    mode = _MODE
     enabled, mode.enabled = mode.enabled, create_graph
     try:
         while ready:
@@ -509,10 +508,12 @@ def run_backward(roots, grad_roots, retain_graph=False, create_graph=False, inpu
                 if not create_graph and node._hooks is None and node._ctx is None and _unshared(outs[0], 3):
                     node.grad_donated = True
                     try:  # (_apply inlined: no hooks here)
-                        next_grads = node.apply(outs) if not anomaly_mode._STATE.enabled else \
+                        next_grads = node.apply(outs) if not _ANOMALY.enabled else \
                             anomaly_mode.checked_apply(node, outs)
                     finally:
                         node.grad_donated = False
+                elif node._hooks is None and not _ANOMALY.enabled:
+                    next_grads = node.apply(outs)
                 else:
                     next_grads = _apply(node, outs)
             elif n_out > 1 and all(g is not None for g in outs):  # (`None in outs` would call Tensor.__eq__)
@@ -557,7 +558,7 @@ def run_backward(roots, grad_roots, retain_graph=False, create_graph=False, inpu
 
 
 def _apply(node, outs):
-    grads = node.apply(outs) if not anomaly_mode._STATE.enabled else anomaly_mode.checked_apply(node, outs)
+    grads = node.apply(outs) if not _ANOMALY.enabled else anomaly_mode.checked_apply(node, outs)
     for hook in node._hooks or ():
         new = hook(grads, outs)
         if new is not None:

@@ -73,39 +73,33 @@ def autograd_layer(call, call_next):
     if target is not None:
         args = (_snapshot(target),) + tuple(args[1:])
         inputs = [args[0]] + inputs[1:] if inputs is not None else None
-    return _record(op, args, kwargs, inputs, call_next(call), target)
+    return record(op, args, kwargs, call_next(call), _flat_tensors(args) if inputs is None else inputs, target)
 
 
-def record(op, args, kwargs, result):
-    """The dispatcher's recorder (``_dispatch.RECORD``): the node of an out-of-place call whose implementation
-    has run, made as the layer above makes it (inference mode, which would mark the result, forces the layers)."""
-    if not _MODE.enabled:
-        return result
-    if kwargs:
-        args, kwargs, inputs = _bind_tensor_kwargs(op, args, kwargs)
-        _refuse_inference(_flat_tensors(args) if inputs is None else inputs)
-        return _record(op, args, kwargs, inputs, result, None)
-    inputs = []  # (the tensors of a flat argument tuple, the usual case, found inline)
-    for a in args:
-        if isinstance(a, Tensor):
-            if a._ext is not None and a._ext.get("inference"):
-                raise RuntimeError(_INFERENCE_ERROR)
-            inputs.append(a)
-        elif type(a) in (list, tuple):
-            inputs = _flat_tensors(args)
+def record(op, args, kwargs, result, inputs=None, target=None):
+    """Make the node of a call that has run and join its outputs to it. The layer above passes the call's tensors
+    ``inputs`` (``target``: what an in-place call wrote); without them this is the dispatcher's recorder
+    (``_dispatch.RECORD``) for an out-of-place call, which finds them (inference mode, which would mark the result,
+    forces the layers, so it is not met here)."""
+    if inputs is None:
+        if not _MODE.enabled:
+            return result
+        if kwargs:
+            args, kwargs, inputs = _bind_tensor_kwargs(op, args, kwargs)
+            if inputs is None:
+                inputs = _flat_tensors(args)
             _refuse_inference(inputs)
-            break
-    return _record(op, args, kwargs, inputs, result, None)
-
-
-def _refuse_inference(tensors):
-    for t in tensors:
-        if t._ext is not None and t._ext.get("inference"):
-            raise RuntimeError(_INFERENCE_ERROR)
-
-
-def _record(op, args, kwargs, inputs, result, target):
-    """Make the node of a call that has run (``target``: what an in-place call wrote) and join its outputs to it."""
+        else:
+            inputs = []  # (the tensors of a flat argument tuple, the usual case, found inline)
+            for a in args:
+                if isinstance(a, Tensor):
+                    if a._ext is not None and a._ext.get("inference"):
+                        raise RuntimeError(_INFERENCE_ERROR)
+                    inputs.append(a)
+                elif type(a) in (list, tuple):
+                    inputs = _flat_tensors(args)
+                    _refuse_inference(inputs)
+                    break
     if not op.differentiable:
         return result
     name = _node_names.get(op) or node_name(op)
@@ -135,6 +129,12 @@ def _record(op, args, kwargs, inputs, result, target):
         if o._data.dtype.kind in "fcV" and i not in constant:  # floating and complex dtypes
             attach(o, node, i)
     return result
+
+
+def _refuse_inference(tensors):
+    for t in tensors:
+        if t._ext is not None and t._ext.get("inference"):
+            raise RuntimeError(_INFERENCE_ERROR)
 
 
 def attach(t, node, index):

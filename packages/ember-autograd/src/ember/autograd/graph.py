@@ -210,7 +210,7 @@ class _PackedContext:
 
     @property
     def out(self):
-        self._node()._check(1)
+        self._node()._check_out()
         return self._unpacked(self._out)
 
     def free(self):

@@ -140,7 +140,7 @@ def into_grad(ctx, g, other):
 
 
 def _conj(x):
-    return x.conj() if isinstance(x, Tensor) and x.is_complex() else x
+    return x.conj() if isinstance(x, Tensor) and x._data.dtype.kind == "c" else x
 
 
 def _div_rule(p, dtypes, rounding_mode=None, **kwargs):
