@@ -16,6 +16,8 @@ from numpy import ndarray
 import ember
 from ember._backend import xp_of
 from ember._dtype import FROM_NP
+from ember._parallel import MIN_SIZE as SPLIT_MIN
+from ember._parallel import ufunc
 from ember._tensor import Tensor
 
 from . import anomaly_mode, grad_mode
@@ -332,7 +334,13 @@ class AccumulateGrad(Node):
         elif create_graph:
             v.grad = have + g
         elif _addable_in_place(have._data, g._data):
-            have._data += g._data  # in place, as PyTorch's (even when .grad requires grad): no new array per backward
+            # in place, as PyTorch's (even when .grad requires grad): no new array per backward; over the cores
+            # when large
+            d = have._data
+            if type(d) is ndarray and d.size >= SPLIT_MIN:
+                ufunc(np.add, d, g._data, out=d)
+            else:
+                d += g._data
             have._version[0] += 1
         else:
             v.grad = Tensor._wrap(have._data + g._data)
@@ -595,7 +603,8 @@ def _sum(a, b):
     d = a._data.dtype
     if a._rg or b._rg or d is not b._data.dtype or d.kind not in "fc" or d.itemsize < 4 or not a._data.ndim:
         return a + b
-    return Tensor._wrap(a._data + b._data)
+    a, b = a._data, b._data
+    return Tensor._wrap(ufunc(np.add, a, b) if type(a) is ndarray and a.size >= SPLIT_MIN else a + b)
 
 
 def _needed(order, target_nodes):
