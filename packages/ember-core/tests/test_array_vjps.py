@@ -87,6 +87,21 @@ def test_softmax_nll_double_backward(monkeypatch):
     _close(egg, tgg, "float64")
 
 
+@pytest.mark.parametrize("classes", [3, 300])  # up to losses._FEW classes the logits are copied column-major
+@pytest.mark.parametrize("create_graph", [False, True])
+def test_softmax_nll_many_or_few_classes(classes, create_graph):
+    rng = np.random.default_rng(classes)
+    tx, ex = _pair(rng.standard_normal((6, classes)) * 4, "float64")
+    t = rng.integers(0, classes, 6)
+    tl = torch.nn.functional.cross_entropy(tx, torch.tensor(t))
+    el = REGISTRY["_softmax_nll"].fn(ex, ember.tensor(t), None, 1, -100)
+    _close(el, tl, "float64")
+    (tdx,) = torch.autograd.grad(tl, tx)
+    (edx,) = ember.autograd.grad(el, ex, create_graph=create_graph)
+    _close(edx, tdx, "float64")
+    assert edx.is_contiguous()
+
+
 def test_softmax_nll_grad_nan_logits():
     x = np.array([[0.0, np.nan, 1.0], [2.0, -np.inf, 1.0], [np.inf, 0.0, 1.0]])
     tx, ex = _pair(x, "float64")
@@ -121,6 +136,24 @@ def test_linear_grad(dtype, shape, bias, needs, create_graph, monkeypatch):
         _close(e, t, dtype)
 
 
+@pytest.mark.parametrize("bias_shape", [(3,), (1,), ()])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_linear_results_own_their_memory(bias_shape, dtype):
+    """The output (bias written, product accumulated onto it) and the input's gradient are arrays of their own
+    (not reshaped views): the engine may hand such a gradient to the next VJP to write into."""
+    rng = np.random.default_rng(0)
+    (tx, ex), (tw, ew) = _pair(rng.standard_normal((2, 4, 5)), dtype), _pair(rng.standard_normal((3, 5)), dtype)
+    tb, eb = _pair(rng.standard_normal(bias_shape), dtype)
+    ty, ey = torch.nn.functional.linear(tx, tw, tb), REGISTRY["linear"].fn(ex, ew, eb)
+    _close(ey, ty, dtype)
+    assert ey._data.base is None
+    tg, eg = _pair(rng.standard_normal(ty.shape), dtype, requires_grad=False)
+    egrads = ember.autograd.grad(ey, (ex, ew, eb), eg)
+    for e, t in zip(egrads, torch.autograd.grad(ty, (tx, tw, tb), tg)):
+        _close(e, t, dtype)
+    assert egrads[0]._data.base is None and egrads[0].is_contiguous()
+
+
 def test_linear_double_backward():
     rng = np.random.default_rng(0)
     (tx, ex), (tw, ew) = _pair(rng.standard_normal((4, 5)), "float64"), _pair(rng.standard_normal((3, 5)), "float64")
@@ -146,6 +179,31 @@ def test_relu_grad(dtype, create_graph):
         (tdx,) = torch.autograd.grad(torch.relu(tx), tx, tg)
         (edx,) = ember.autograd.grad(ember.relu(ex), ex, eg, create_graph=create_graph)
         _close(edx, tdx, dtype)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("path", ["arrays", "donated", "create_graph"])
+def test_relu_grad_selects(dtype, path, monkeypatch):
+    """Where the input was clamped the gradient is +0.0 whatever arrives (NaN, inf, negative), as PyTorch's
+    threshold_backward selects; elsewhere it is passed bit for bit (NaN inputs pass it too)."""
+    x = np.array([-1.0, 0.0, -0.0, -np.inf, np.nan, 2.0, 3.0, 0.5])
+    g = np.array([np.nan, -np.inf, -2.0, np.nan, -3.0, np.nan, -0.0, -1.5])
+    tx, ex = _pair(x, dtype)
+    tg, eg = _pair(g, dtype, requires_grad=False)
+    donated = []
+    if path == "donated":  # the product's gradient is the engine's own: the VJP writes into it
+        vjp = REGISTRY["relu"].vjp_fn
+        monkeypatch.setattr(REGISTRY["relu"], "vjp_fn", lambda ctx, g: donated.append(ctx.grad_donated) or vjp(ctx, g))
+        (torch.relu(tx) * tg).sum().backward()
+        (ember.relu(ex) * eg).sum().backward()
+        assert donated == [True]
+        tdx, edx = tx.grad, ex.grad
+    else:
+        (tdx,) = torch.autograd.grad(torch.relu(tx), tx, tg)
+        (edx,) = ember.autograd.grad(ember.relu(ex), ex, eg, create_graph=path == "create_graph")
+    got, want = edx.detach().numpy(), tdx.numpy()
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
 
 
 # ---- argument binding ---------------------------------------------------------------------------

@@ -105,3 +105,26 @@ def test_without_blas_the_ufuncs_give_the_same_steps(monkeypatch):
 
 def test_sgd_uses_the_shared_blas_table():
     assert sgd._AXPY is _blas.AXPY  # the lookup itself is tested in ember-core (test_blas.py)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("dampening", [0.0, 0.3])
+def test_momentum_buffer_update_is_blas_and_bit_exact(dtype, dampening, axpy_calls):
+    # b = momentum * b + (1 - dampening) * d: NumPy's product, then an axpy (the roundings of PyTorch's mul_ and
+    # add_ with alpha)
+    rng = np.random.default_rng(3)
+    data = [rng.standard_normal(s) for s in ((64, 33), (33,))]
+    grads = [[rng.standard_normal(d.shape) for d in data] for _ in range(4)]
+    results = []
+    for lib in (torch, ember):
+        ps = [lib.nn.Parameter(lib.tensor(d, dtype=getattr(lib, dtype))) for d in data]
+        opt = lib.optim.SGD(ps, lr=0.05, momentum=0.9, dampening=dampening)
+        for gs in grads:
+            for p, g in zip(ps, gs):
+                p.grad = lib.tensor(g, dtype=getattr(lib, dtype))
+            opt.step()
+        results.append([p.detach().numpy().copy() for p in ps] + [opt.state[p]["momentum_buffer"].numpy() for p in ps])
+    for got, want in zip(results[1], results[0]):
+        np.testing.assert_array_equal(got, want)
+    if sgd._AXPY:  # per step and parameter: the update, and from the second step the buffer
+        assert axpy_calls == {dtype: 4 * 2 + 3 * 2}

@@ -105,6 +105,17 @@ def _(ctx, g):
 
 
 # ---- cross entropy of class indices --------------------------------------------------------------
+# Classes up to which the logits are copied column-major for the reductions over them: NumPy reduces short
+# rows one by one (256 rows of 10: 29 us for max and sum of exp, 7.6 us on the copy; of 300: 118 and 111;
+# of 1000: 323 and 440)
+_FEW = 256
+
+
+def _by_class(xp, x):
+    """Logits (N, C) laid out for reductions over the classes (dim 1)."""
+    return np.asfortranarray(x) if xp is np and x.shape[1] <= _FEW else x
+
+
 @op("_softmax_nll", method=False, function=False)
 def _softmax_nll(xp, input, target, weight=None, reduction=0, ignore_index=-100):
     """Cross entropy of (N, C) logits against class indices (N,) in one pass: log-softmax over dim 1 and the
@@ -115,7 +126,7 @@ def _softmax_nll(xp, input, target, weight=None, reduction=0, ignore_index=-100)
         raise NotImplementedError(f"\"log_softmax_lastdim_kernel_impl\" not implemented for '{tname(input)}'")
     if weight is not None and weight.dtype != input.dtype:
         raise RuntimeError(f"expected scalar type {tname(input)} but found {tname(weight)}")
-    x = up(input)
+    x = _by_class(xp, up(input))
     keep = target != ignore_index
     safe = xp.where(keep, target, 0)
     C = x.shape[1]
@@ -125,7 +136,7 @@ def _softmax_nll(xp, input, target, weight=None, reduction=0, ignore_index=-100)
     with np.errstate(invalid="ignore", divide="ignore"):
         lse = xp.log(xp.exp(x - m).sum(1)) + m[:, 0]
         w = up(weight)[safe] * keep if weight is not None else keep.astype(x.dtype)
-        loss = (lse - xp.take_along_axis(x, safe[:, None], 1)[:, 0]) * w
+        loss = (lse - x[xp.arange(len(safe)), safe]) * w
         if reduction == 1:
             loss = loss.sum() / w.sum()
         elif reduction == 2:
@@ -136,7 +147,7 @@ def _softmax_nll(xp, input, target, weight=None, reduction=0, ignore_index=-100)
 def _softmax_nll_array_grad(x, t, weight, g, reduction, ignore_index):
     """The input gradient of ``_softmax_nll`` computed on NumPy arrays (no graph to record): the softmax with
     one subtracted at each target, times the row's scale (see the VJP)."""
-    xa = up(x)
+    xa = _by_class(np, up(x))
     keep = t != ignore_index
     safe = np.where(keep, t, 0)
     w = up(weight)[safe] * keep if weight is not None else keep.astype(xa.dtype)
@@ -145,8 +156,7 @@ def _softmax_nll_array_grad(x, t, weight, g, reduction, ignore_index):
         p = np.exp(xa - xa.max(1, keepdims=True))
         p /= p.sum(1, keepdims=True)
     p[np.arange(len(safe)), safe] -= 1
-    p *= scale[:, None]
-    return p.astype(x.dtype, copy=False)
+    return np.multiply(p, scale[:, None], order="C").astype(x.dtype, copy=False)  # (row-major, as PyTorch's)
 
 
 @_softmax_nll.vjp

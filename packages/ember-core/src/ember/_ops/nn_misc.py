@@ -3,7 +3,7 @@ per-feature; masks from ember's generator), embedding lookup, pixel and channel 
 pairwise distance."""
 import numpy as np
 
-from .. import _backend
+from .. import _backend, _blas
 from .. import _dtype as D
 from .. import _promotion as P
 from .._random import _draws_for
@@ -15,6 +15,7 @@ from .comparison import where
 from .linalg import _add_scaled, _check_matmul, _mm, _rounded
 from .reduction import sum as sum_op
 
+_PLAIN = (np.dtype(np.float32), np.dtype(np.float64))  # the dtypes NumPy's BLAS multiplies as they are
 _ALPHA = 1.7580993408473766  # the SELU negative saturation value, -scale * alpha
 
 
@@ -25,9 +26,30 @@ def linear(xp, input, weight, bias=None):
     most 1-D): one product, with the bias added into it."""
     x = input.reshape(-1, input.shape[-1])
     _check_matmul(x, weight.T)
-    prod = _mm(xp, x, weight.T)  # the transposed weight is a BLAS operand as it stands: no copy
+    shape = input.shape[:-1] + weight.shape[:1]
+    if input.dtype in _PLAIN and type(x) is np.ndarray and (
+            bias is None or bias.dtype is input.dtype and bias.shape in (weight.shape[:1], (1,), ())):
+        out = np.empty(shape, input.dtype)  # (the transposed weight is a BLAS operand as it stands: no copy)
+        out2 = out.reshape(x.shape[0], weight.shape[0])
+        if bias is None:
+            np.matmul(x, weight.T, out=out2)
+        else:  # the bias written first and the product accumulated onto it: no pass adding it after
+            out2[...] = bias
+            _blas.gemm(x, weight.T, out2, 1)
+        return out
+    prod = _mm(xp, x, weight.T)
     r = _rounded(prod, input.dtype) if bias is None else _add_scaled(xp, "addmm", bias, prod, input.dtype, 1, 1)
-    return r.reshape(input.shape[:-1] + weight.shape[:1])
+    return r.reshape(shape)
+
+
+def _product(a, b, shape):
+    """``a @ b`` (2-D NumPy arrays of one dtype) as a new array of ``shape`` owning its memory: a gradient the
+    autograd engine may then hand to the next VJP to write into (a reshaped product would be a view)."""
+    if a.dtype not in _PLAIN or b.dtype is not a.dtype:
+        return _rounded(_mm(np, a, b), a.dtype).reshape(shape)
+    out = np.empty(shape, a.dtype)
+    np.matmul(a, b, out=out.reshape(a.shape[0], b.shape[1]))
+    return out
 
 
 @linear.vjp
@@ -37,9 +59,11 @@ def _(ctx, g):
     gb = bias is not None and (len(want) < 3 or want[2])
     if no_graph(input, weight, bias, g) and _backend.is_host(g._data):  # the same products on the arrays
         g2, dt = g._data.reshape(-1, weight.shape[0]), g._data.dtype
-        gi = _rounded(_mm(np, g2, weight._data), dt).reshape(input.shape) if want[0] else None
-        gw = _rounded(_mm(np, g2.T, input._data.reshape(-1, weight.shape[1])), dt) if want[1] else None
-        return tuple(None if r is None else Tensor._wrap(r) for r in (gi, gw, sum_op.impl(np, g2, 0) if gb else None))
+        gi = _product(g2, weight._data, input.shape) if want[0] else None
+        gw = _product(g2.T, input._data.reshape(-1, weight.shape[1]), weight.shape) if want[1] else None
+        # the bias's: the column sums as one matrix-vector product (NumPy's reduction over rows is slower)
+        gb = (np.ones(g2.shape[0], dt) @ g2 if dt in _PLAIN else sum_op.impl(np, g2, 0)) if gb else None
+        return tuple(None if r is None else Tensor._wrap(r) for r in (gi, gw, gb))
     g2 = g.reshape(-1, weight.shape[0])
     # the weight's gradient is made in its own (out, in) layout; the input's only when wanted (not for data)
     gi = (g2 @ weight).reshape(input.shape) if want[0] else None

@@ -701,11 +701,15 @@ def relu(xp, a):
 @saves(args=False)
 def _(ctx, g):
     y = ctx.out
-    if _plain_pair(g, y):  # one product by a mask on the arrays (a product: branchless, unlike a masked select)
-        keep = y._data <= 0
-        _backend.xp_of(keep).logical_not(keep, out=keep)
-        return (Tensor._wrap(g._data * keep),)
-    return (g * ~(y <= 0),)  # NaN passes the gradient, as PyTorch's
+    if _plain_pair(g, y):  # on the arrays: the gradient's bits times 1 or 0 (exactly g or +0.0, NaN or not) is
+        # a select without branches (NumPy's masked selects branch per element: 10x slower on random signs)
+        xp, d = _backend.xp_of(y._data), g._data
+        keep = y._data != 0  # (y >= 0: the clamped are zeros; NaN outputs pass the gradient, as PyTorch's)
+        bits = d.view(f"i{d.itemsize}")
+        into = getattr(ctx, "grad_donated", False)  # the engine's own gradient: written in place
+        r = xp.multiply(bits, keep, out=bits if into else None)
+        return (g if into else Tensor._wrap(r.view(d.dtype)),)
+    return (where(y <= 0, 0.0, g),)  # a select, as PyTorch's threshold_backward (NaN passes where y is NaN)
 
 
 def _logistic(xp, out, a):

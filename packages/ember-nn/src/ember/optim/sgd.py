@@ -36,8 +36,8 @@ class SGD(Optimizer):
             lr, momentum, dampening, nesterov = lr_of(group), group["momentum"], group["dampening"], group["nesterov"]
             adjust = group["maximize"] or group["weight_decay"]
             lrs, moms, sizes = {}, {}, {}  # the numbers as ufunc operands per dtype; sizes as BLAS integers
-            blas = {dtype: (axpy, real(-lr)) for dtype, (axpy, real) in _AXPY.items()} if lr else {}
-            ndarray, address, one = np.ndarray, _data, _ONE
+            # per dtype: axpy and its factors for the update (-lr) and the momentum buffer (1 - dampening)
+            blas = {dtype: (axpy, real(-lr), real(1 - dampening)) for dtype, (axpy, real) in _AXPY.items()}
             for p in group["params"]:
                 g = p.grad
                 if g is None:
@@ -57,20 +57,28 @@ class SGD(Optimizer):
                     else:
                         b = buf._data
                         b *= operand(momentum, b, moms)
-                        b += d if dampening == 0 else (1 - dampening) * d
+                        # b += (1 - dampening) * d: a BLAS axpy (threaded, unlike the ufuncs) where it may
+                        if not _axpy(blas, 2, d, b, sizes):
+                            b += d if dampening == 0 else (1 - dampening) * d
                     d = d + momentum * b if nesterov else b
-                if lr:  # p -= lr * d: one BLAS axpy pass over dense NumPy arrays (ufuncs take two and a temporary)
+                if lr and not _axpy(blas, 1, d, p._data, sizes):  # p -= lr * d: one pass (the ufuncs take two)
                     a = p._data
-                    if (type(a) is ndarray and type(d) is ndarray and (axpy := blas.get(a.dtype))  # (not CuPy, scalars)
-                            and d.dtype is a.dtype and (n := a.size) == d.size
-                            and a.flags.carray and d.flags.carray):  # dense, aligned (and writeable: a)
-                        pa, pd = address(id(a) + _DATA), address(id(d) + _DATA)
-                        if a.base is None and d.base is None or _apart(pa.value, pd.value, a.nbytes):
-                            fn, alpha = axpy
-                            fn(sizes.get(n) or sizes.setdefault(n, _INT(n)), alpha, pd, one, pa, one)
-                            continue
                     a -= d if lr == 1 else operand(lr, d, lrs) * d
         return loss
+
+
+def _axpy(blas, k, x, y, sizes):
+    """``y += alpha * x`` in one BLAS call (alpha: entry ``k`` of ``y``'s dtype in ``blas``) for dense, aligned and
+    writeable NumPy arrays (not CuPy, not NumPy scalars) of one dtype and size, the same or disjoint; False, with
+    nothing done, otherwise."""
+    if not (type(y) is np.ndarray and type(x) is np.ndarray and (entry := blas.get(y.dtype)) and x.dtype is y.dtype
+            and (n := y.size) == x.size and y.flags.carray and x.flags.carray):
+        return False
+    px, py = _data(id(x) + _DATA), _data(id(y) + _DATA)
+    if not (x.base is None and y.base is None or _apart(px.value, py.value, y.nbytes)):
+        return False
+    entry[0](sizes.get(n) or sizes.setdefault(n, _INT(n)), entry[k], px, _ONE, py, _ONE)
+    return True
 
 
 def _apart(a, b, nbytes):
