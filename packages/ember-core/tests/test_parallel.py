@@ -2,6 +2,7 @@
 errstate kept in the workers, in-place/out=/broadcasting calls through the registry's split."""
 import inspect
 import os
+import threading
 import time
 import warnings
 
@@ -111,6 +112,99 @@ def test_expression_bits(runs):
         want *= g
         _same(P.expression(pointwise._tanh_grad, y, g), want)
     assert runs[0] == 1
+
+
+@pytest.mark.parametrize("n", [P.MIN_SIZE, P.MIN_SIZE + 1, 3 * P.MIN_SIZE + 4099, 2 * P.MIN_SIZE + P._BLOCK - 1])
+def test_part_edges_bits(runs, n):
+    """Parts and blocks that end anywhere (not at whole blocks or alignment) give the values of one call."""
+    x, y = _data(n), _data(n, seed=1)
+    with np.errstate(all="ignore"):
+        _same(P.ufunc(np.add, x, y), x + y)
+        want = x * x
+        np.subtract(1, want, out=want)
+        want *= y
+        _same(P.expression(pointwise._tanh_grad, x, y), want)
+    assert runs[0] == 2
+
+
+@pytest.mark.parametrize("n", [7, 1000, P._ALIGN + 1, P._LEAD + 5])
+def test_small_parts(n):
+    """Fewer elements than the caller's lead or one alignment: whatever parts there are, the values of one call."""
+    x = _data(n)
+    with np.errstate(all="ignore"):
+        for blocked in (False, True):
+            _same(P._run(lambda o, a: np.exp(a, out=o), np.empty_like(x), (x,), blocked), np.exp(x))
+
+
+def _in_both(step):
+    """An expression that calls ``step(in_helper)`` in the calling thread and in a helper, each computing at least
+    one part (the caller waits for a helper to start)."""
+    caller, started = threading.get_ident(), threading.Event()
+
+    def fn(xp, out, x):
+        helper = threading.get_ident() != caller
+        if helper:
+            started.set()
+        else:
+            assert started.wait(10)
+        step(helper)
+        np.copyto(out, x)
+    return fn
+
+
+needs_helpers = pytest.mark.skipif(P.WORKERS < 2, reason="one core: nothing splits")
+
+
+@needs_helpers
+@pytest.mark.parametrize("side", [True, False])
+def test_part_error(side):
+    """An error in a helper's part or the caller's raises in the caller; the helpers serve the next split."""
+    def step(helper):
+        if helper is side:
+            raise ValueError("from a part")
+    x = _data(P.EXPRESSION_MIN)
+    with pytest.raises(ValueError, match="from a part"):
+        P.expression(_in_both(step), x)
+    _same(P.expression(_in_both(lambda helper: None), x), x)
+
+
+@needs_helpers
+def test_errstate_in_helper():
+    seen = {}
+    x = _data(P.EXPRESSION_MIN)
+    with np.errstate(over="raise", under="ignore"):
+        P.expression(_in_both(lambda helper: seen.setdefault(helper, np.geterr())), x)
+    assert seen[True] == seen[False] and seen[True]["over"] == "raise" and seen[True]["under"] == "ignore"
+    with np.errstate(over="raise"), pytest.raises(FloatingPointError):
+        P.expression(_in_both(lambda helper: helper and np.float32(1e30) * np.float32(1e30)), x)
+
+
+@needs_helpers
+def test_nested_and_concurrent_splits():
+    """A split inside a split, or in another thread during one, computes in one call: no deadlock, same values."""
+    x = _data(N)
+    want = np.exp(x)
+    inner = []
+    P.expression(_in_both(lambda helper: inner.append(P.ufunc(np.exp, x))), _data(P.EXPRESSION_MIN))
+    for r in inner:
+        _same(r, want)
+    results = []
+    threads = [threading.Thread(target=lambda: results.extend(P.ufunc(np.exp, x) for _ in range(5))) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(results) == 15
+    for r in results:
+        _same(r, want)
+
+
+@needs_helpers
+@pytest.mark.skipif(P._cpu is None, reason="no CPU placement here")
+def test_helpers_off_callers_cpu():
+    P.ufunc(np.exp, _data(N))
+    for *_, tid in P._HELPERS:
+        assert P._AVOIDED[0] not in os.sched_getaffinity(tid) or len(os.sched_getaffinity(0)) == 1
 
 
 @pytest.mark.parametrize("n, split", [(P.EXPRESSION_MIN - 1, False), (P.EXPRESSION_MIN, True)])
@@ -249,7 +343,9 @@ def test_pool_after_fork():
     want = x.exp().numpy()
     pid = os.fork()
     if pid == 0:
-        os._exit(0 if np.array_equal(x.exp().numpy(), want, equal_nan=True) else 1)
+        fresh = not P._HELPERS and not P._POOL
+        same = np.array_equal(x.exp().numpy(), want, equal_nan=True)
+        os._exit(0 if fresh and same and len(P._HELPERS) == P.WORKERS - 1 else 1)
     for _ in range(600):
         done, status = os.waitpid(pid, os.WNOHANG)
         if done:

@@ -1,38 +1,69 @@
 """Large host arrays computed over the cores: NumPy releases the GIL in its ufunc loops.
 
-Elementwise work on C-contiguous operands of one shape splits into one flat chunk per worker: the calling
-thread computes one, the pool's threads the others, each into its part of one output. Chunks start at multiples
-of ``_ALIGN`` elements, so NumPy's SIMD loops meet every element as in one call over the whole array: the values
-are bit for bit those of one call. (Reductions must not split like this: the order of float additions would
-change.) Workers run in a copy of the caller's context, so NumPy's errstate (a context variable) holds there too.
+Elementwise work on C-contiguous operands of one shape splits into one flat part per thread: the calling thread
+and helper threads (one per other core, each blocked on a lock until handed a job) claim the parts in order, each
+writing its part into one output; a helper that has not started by the time the caller ends its part leaves its
+part to the caller. Parts start at multiples of ``_ALIGN`` elements, so NumPy's SIMD loops meet every element as in
+one call over the whole array: the values are bit for bit those of one call. (Reductions must not split like this:
+the order of float additions would change.) Helpers run in a copy of the caller's context, so NumPy's errstate (a
+context variable) holds there too, and their errors raise in the caller. Idle helpers block: they burn no CPU.
 """
+import contextlib
 import contextvars
+import ctypes
 import functools
+import itertools
 import math
 import os
-from concurrent.futures import ThreadPoolExecutor, wait
+import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
 from . import _backend
 
 WORKERS = min(4, os.cpu_count() or 1)
-# Elements. Waking a pool thread costs some 30-100 us on a 2-core VM, and the split must also beat what one core
-# gets from its caches: float32 mul/add-scalar/exp/tanh on a quiet Intel 2-core VM, one call -> split, in us:
-# 512K 246/144/236/241 -> 305/223/358/290, 1M 519/301/527/397 -> 511/332/532/321 (a 20-op chain of such ops
-# was 4% slower split), 2M 980/683/1202/972 -> 810/555/837/722, 4M 2681/1326/2432/2558 -> 1385/930/1514/1411.
-MIN_SIZE = 1 << 21
-# Elements from which a multi-step expression splits: its blocks also save passes through memory (tanh's VJP on 1M
-# float32: 712 us as one call, 430 us split in blocks)
+# Elements. Waking a helper costs the caller some 15 us (an idle vCPU halts: the wake is an interrupt through the
+# hypervisor) and the helper starts 20-40 us after; below this one core in its caches wins. float32 mul/add-scalar/
+# exp/tanh on a 2-core Intel VM, one call -> split, in us: 256K 49/45/116/86 -> 101/98/122/122, 512K 146/134/230/
+# 173 -> 109/108/181/143, 1M 289/276/447/335 -> 203/204/298/235, 2M 584/578/923/693 -> 398/392/553/477 (memory
+# bound: torch on 2 threads, 317/322/304/375); the 20-op chain of bench_autograd, forward and backward, at 256K/
+# 512K/1M: 3.68/8.48/16.7 -> 4.91/8.05/13.4 ms.
+MIN_SIZE = 1 << 19
+# Elements from which a multi-step expression splits: its blocks also save passes through memory (tanh's VJP on
+# float32, one call -> split: 256K 147 -> 148 us, 512K 396 -> 264, 1M 807 -> 415)
 EXPRESSION_MIN = 1 << 19
 _ALIGN = 1024  # elements
 # Elements an expression computes at a time, its operands and temporary staying in L2. Smaller blocks cost more
-# GIL hand-offs between the threads than they save (tanh's VJP on 1M float32: 712 us unsplit; split in blocks of
-# 32K/64K/128K/all 734/526/430/462 us).
+# GIL hand-offs between the threads than they save (tanh's VJP on 1M float32 split in blocks of 64K/128K/256K:
+# 545/425/419 us; a waiter for the GIL sleeps, and its vCPU takes 30 us to wake).
 _BLOCK = 1 << 17
+# Elements the caller takes beyond an even share: it starts its part ~20 us before a helper does, and a caller that
+# ends first blocks and waits ~30 us for its vCPU to wake, while a helper that ends first costs nothing (1M float32
+# mul/tanh with a lead of 32K/48K/64K: 207/203/208, 264/235/236 us; 512K: 113/109/115, 175/143/149 us).
+_LEAD = 48 << 10
 
 _POOL = []
-os.register_at_fork(after_in_child=_POOL.clear)  # (a forked child has none of the parent's threads)
+# Helper threads, each waiting on its ``go`` lock for a job and releasing its ``done`` lock after it
+_HELPERS = []
+_BUSY = [threading.Lock()]  # held by the thread splitting work (another thread, or a nested split, computes alone)
+_AVOIDED = [None]  # the CPU the helpers are kept off
+
+
+def _forget():
+    """(A forked child has none of the parent's threads: it makes its own.)"""
+    _POOL.clear()
+    _HELPERS.clear()
+    _BUSY[0] = threading.Lock()
+    _AVOIDED[0] = None
+
+
+os.register_at_fork(after_in_child=_forget)
+
+try:  # the CPU the calling thread runs on
+    _cpu = ctypes.PyDLL(None).sched_getcpu if hasattr(os, "sched_setaffinity") else None
+except (OSError, AttributeError, TypeError):
+    _cpu = None
 
 
 def pool():
@@ -40,6 +71,41 @@ def pool():
     if not _POOL:
         _POOL.append(ThreadPoolExecutor(WORKERS))
     return _POOL[0]
+
+
+def _helpers():
+    if not _HELPERS:
+        for _ in range(WORKERS - 1):
+            go, done = threading.Lock(), threading.Lock()
+            go.acquire()
+            done.acquire()
+            job = [None]
+            thread = threading.Thread(target=_serve, args=(go, done, job), daemon=True, name="ember-split")
+            thread.start()
+            _HELPERS.append((go, done, job, thread.native_id))
+        _AVOIDED[0] = None
+    cpu = _cpu() if _cpu is not None else None
+    if cpu != _AVOIDED[0]:
+        _keep_off(cpu)
+    return _HELPERS
+
+
+def _keep_off(cpu):
+    """Keep the helpers off ``cpu``, the caller's: left to itself, Linux mostly woke the helper on its waker's CPU
+    (2-core VM, the other core idle), where it waits for the caller to block or preempts it, and a split took as
+    long as one call (1M float32 mul: median 300 us, 195 with the helper kept off)."""
+    _AVOIDED[0] = cpu
+    others = os.sched_getaffinity(0) - {cpu}
+    for *_, tid in _HELPERS if others else ():
+        with contextlib.suppress(OSError):  # (the thread is gone, or the CPUs are not ours)
+            os.sched_setaffinity(tid, others)
+
+
+def _serve(go, done, job):
+    while True:
+        go.acquire()
+        job[0]()
+        done.release()
 
 
 def _shape(operands, out=None, minimum=None):
@@ -70,29 +136,47 @@ def _shape(operands, out=None, minimum=None):
 
 
 def _run(fn, out, operands, blocked):
-    """``fn(out, *operands)`` chunk by chunk over the workers (block by block within a chunk when ``blocked``)."""
-    n = out.size
-    step = -(-n // (WORKERS * _ALIGN)) * _ALIGN
+    """``fn(out, *operands)`` part by part over the calling thread and the helpers (block by block within a part
+    when ``blocked``)."""
     flat = out.reshape(-1), *[a.reshape(-1) if type(a) is np.ndarray and a.ndim else a for a in operands]
-    task = _blocks if blocked else _chunk
-    jobs = [pool().submit(contextvars.copy_context().run, task, fn, flat, s, min(s + step, n))
-            for s in range(step, n, step)]
+    n = out.size
+    if WORKERS < 2 or not _BUSY[0].acquire(blocking=False):
+        fn(*flat)
+        return out
+    helpers = _helpers()
+    first = min(n, n // (len(helpers) + 1) + _LEAD) // _ALIGN * _ALIGN
+    rest = max(_ALIGN, -(-(n - first) // (len(helpers) * _ALIGN)) * _ALIGN)
+    cuts = sorted({0, *range(first, n, rest), n})
+    claim = itertools.count()  # (``next`` on it is atomic under the GIL)
+    errors = []
+
+    def work():  # parts in order, as long as there are some and nobody failed
+        try:
+            for k in claim:
+                if k >= len(cuts) - 1 or errors:
+                    return
+                a, b = cuts[k], cuts[k + 1]
+                for s in range(a, b, _BLOCK if blocked else b - a):
+                    stop = min(s + _BLOCK, b) if blocked else b
+                    fn(*[x[s:stop] if type(x) is np.ndarray and x.ndim else x for x in flat])
+        except BaseException as e:
+            errors.append(e)
+
     try:
-        task(fn, flat, 0, step)
+        for go, _, job, _ in helpers:
+            job[0] = functools.partial(contextvars.copy_context().run, work)
+            go.release()
+        work()
+        for _, done, _, _ in helpers:
+            done.acquire()
+    except BaseException:  # (interrupted while waiting: a helper may run on; later splits get new helpers)
+        _HELPERS.clear()
+        raise
     finally:
-        wait(jobs)  # (no worker writes on after an error here)
-    for j in jobs:
-        j.result()
+        _BUSY[0].release()
+    if errors:
+        raise errors[0]
     return out
-
-
-def _chunk(fn, flat, a, b):
-    fn(*[x[a:b] if type(x) is np.ndarray and x.ndim else x for x in flat])
-
-
-def _blocks(fn, flat, a, b):
-    for s in range(a, b, _BLOCK):
-        _chunk(fn, flat, s, min(s + _BLOCK, b))
 
 
 def ufunc(f, *operands, out=None):
