@@ -332,6 +332,36 @@ def _torch_double_tanh(x):
     return (g * g).sum()
 
 
+@needs_autograd
+@pytest.mark.parametrize("n", [1000, N])
+def test_tanh_gradient_in_place(n):
+    """tanh's VJP writes into a gradient the engine owns (here the product's, not the sum's broadcast one): the
+    values are those of a new array, and PyTorch's."""
+    x = np.random.default_rng(1).standard_normal(n).astype(np.float32)
+    calls = []
+    real = pointwise._tanh_grad_into
+    pointwise._tanh_grad_into = lambda *a: calls.append(1) or real(*a)
+    try:
+        e = ember.tensor(x, requires_grad=True)
+        (e.tanh() * 3.0).sum().backward()
+    finally:
+        pointwise._tanh_grad_into = real
+    assert calls
+    t = torch.tensor(x, requires_grad=True)
+    (t.tanh() * 3.0).sum().backward()
+    y = np.tanh(x)
+    _same(e.grad.numpy(), (1 - y * y) * np.float32(3.0))
+    np.testing.assert_allclose(e.grad.numpy(), t.grad.numpy(), rtol=1e-5, atol=1e-6)  # (tanh's own ulps, then 1 - y*y)
+
+
+def test_split_keeps_no_reference():
+    """A split's helpers drop their job: the result's only owner is the caller (so the engine may reuse it)."""
+    import sys
+    a = np.ones(N, np.float32)
+    r = P.ufunc(np.multiply, a, np.float32(2))
+    assert sys.getrefcount(r) == 2
+
+
 def test_one_pool():
     assert selection.pool is fft_ops.pool is reduction.pool is P.pool
 

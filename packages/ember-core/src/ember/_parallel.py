@@ -105,6 +105,7 @@ def _serve(go, done, job):
     while True:
         go.acquire()
         job[0]()
+        job[0] = None  # (the job holds views of its arrays: kept, they would keep the engine from reusing them)
         done.release()
 
 
@@ -190,12 +191,14 @@ def ufunc(f, *operands, out=None):
     return _run(lambda o, *a: f(*a, out=o), out, operands, False)
 
 
-def expression(fn, *operands):
+def expression(fn, *operands, out=None):
     """``fn(xp, out, *operands)`` for an elementwise ``fn`` that writes its result into ``out``, a new array like
-    the first operand, each step in place (``out`` is its one temporary): over the cores when the operands split,
-    and in cache-sized blocks, so that all its steps make one pass through memory. Returns ``out``."""
+    the first operand (or the given ``out``, which ``fn`` may also read), each step in place (``out`` is its one
+    temporary): over the cores when the operands split, and in cache-sized blocks, so that all its steps make one
+    pass through memory. Returns ``out``."""
     xp = _backend.xp_of(operands[0])
-    out = xp.empty_like(operands[0])
+    if out is None:
+        out = xp.empty_like(operands[0])
     if _shape(operands, out, EXPRESSION_MIN) is None:
         fn(xp, out, *operands)
         return out
