@@ -65,7 +65,10 @@ def wanted(ctx):
 def no_graph(*tensors):
     """Whether nothing can record a graph from ``tensors`` (none requires grad, as in a backward without
     create_graph, which hands VJPs detached arguments): a VJP may then compute on their arrays directly."""
-    return not any(t is not None and t.requires_grad for t in tensors)
+    for t in tensors:  # (a loop, not any() over a generator: this runs in most VJPs)
+        if t is not None and t.requires_grad:
+            return False
+    return True
 
 
 @add.vjp

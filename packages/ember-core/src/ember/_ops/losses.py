@@ -116,6 +116,21 @@ def _by_class(xp, x):
     return np.asfortranarray(x) if xp is np and x.shape[1] <= _FEW else x
 
 
+def _rows(xp, target, C, weight, ignore_index, dtype):
+    """(each row's class, 0 where ignored; whether the row counts; its weight of ``dtype``: the class's, zero where
+    ignored), the last two None when every row counts once (no class weights, no target ignored: the checks of the
+    targets' range tell); PyTorch's IndexError for a class out of range."""
+    if weight is None and target.size:
+        lo, hi = target.min(), target.max()
+        if 0 <= lo and hi < C and not lo <= ignore_index <= hi:
+            return target, None, None
+    keep = target != ignore_index
+    safe = xp.where(keep, target, 0)
+    if safe.size and (safe.min() < 0 or safe.max() >= C):
+        raise IndexError(f"Target {int(safe[(safe < 0) | (safe >= C)][0])} is out of bounds.")
+    return safe, keep, up(weight)[safe] * keep if weight is not None else keep.astype(dtype)
+
+
 @op("_softmax_nll", method=False, function=False)
 def _softmax_nll(xp, input, target, weight=None, reduction=0, ignore_index=-100):
     """Cross entropy of (N, C) logits against class indices (N,) in one pass: log-softmax over dim 1 and the
@@ -127,18 +142,14 @@ def _softmax_nll(xp, input, target, weight=None, reduction=0, ignore_index=-100)
     if weight is not None and weight.dtype != input.dtype:
         raise RuntimeError(f"expected scalar type {tname(input)} but found {tname(weight)}")
     x = _by_class(xp, up(input))
-    keep = target != ignore_index
-    safe = xp.where(keep, target, 0)
-    C = x.shape[1]
-    if safe.size and (safe.min() < 0 or safe.max() >= C):
-        raise IndexError(f"Target {int(safe[(safe < 0) | (safe >= C)][0])} is out of bounds.")
+    safe, _, w = _rows(xp, target, x.shape[1], weight, ignore_index, x.dtype)
     m = x.max(1, keepdims=True)
     with np.errstate(invalid="ignore", divide="ignore"):
-        lse = xp.log(xp.exp(x - m).sum(1)) + m[:, 0]
-        w = up(weight)[safe] * keep if weight is not None else keep.astype(x.dtype)
-        loss = (lse - x[xp.arange(len(safe)), safe]) * w
+        loss = xp.log(xp.exp(x - m).sum(1)) + m[:, 0] - x[xp.arange(len(safe)), safe]
+        if w is not None:
+            loss *= w
         if reduction == 1:
-            loss = loss.sum() / w.sum()
+            loss = loss.sum() / (len(safe) if w is None else w.sum())
         elif reduction == 2:
             loss = loss.sum()
     return loss.astype(input.dtype, copy=False)
@@ -148,15 +159,16 @@ def _softmax_nll_array_grad(x, t, weight, g, reduction, ignore_index):
     """The input gradient of ``_softmax_nll`` computed on NumPy arrays (no graph to record): the softmax with
     one subtracted at each target, times the row's scale (see the VJP)."""
     xa = _by_class(np, up(x))
-    keep = t != ignore_index
-    safe = np.where(keep, t, 0)
-    w = up(weight)[safe] * keep if weight is not None else keep.astype(xa.dtype)
+    safe, keep, w = _rows(np, t, xa.shape[1], weight, ignore_index, xa.dtype)
     with np.errstate(all="ignore"):
-        scale = np.where(keep, w * (up(g) / w.sum() if reduction == 1 else up(g)), 0)
+        if w is None:  # every row counts once: one scale for all (or the unreduced loss's gradient)
+            scale = up(g) / len(safe) if reduction == 1 else up(g)
+        else:
+            scale = np.where(keep, w * (up(g) / w.sum() if reduction == 1 else up(g)), 0)
         p = np.exp(xa - xa.max(1, keepdims=True))
         p /= p.sum(1, keepdims=True)
     p[np.arange(len(safe)), safe] -= 1
-    return np.multiply(p, scale[:, None], order="C").astype(x.dtype, copy=False)  # (row-major, as PyTorch's)
+    return np.multiply(p, scale.reshape(-1, 1), order="C").astype(x.dtype, copy=False)  # (row-major, as PyTorch's)
 
 
 @_softmax_nll.vjp

@@ -16,6 +16,9 @@ from .linalg import _add_scaled, _check_matmul, _mm, _rounded
 from .reduction import sum as sum_op
 
 _PLAIN = (np.dtype(np.float32), np.dtype(np.float64))  # the dtypes NumPy's BLAS multiplies as they are
+# Outputs up to which the linear's bias is added after the product (a direct BLAS call accumulating onto it costs
+# ~2.5 us more in Python than it saves), and gradient rows up to which the bias's is a reduction over them
+_SMALL_OUT, _FEW_ROWS = 4096, 32
 _ALPHA = 1.7580993408473766  # the SELU negative saturation value, -scale * alpha
 
 
@@ -24,20 +27,23 @@ _ALPHA = 1.7580993408473766  # the SELU negative saturation value, -scale * alph
 def linear(xp, input, weight, bias=None):
     """``input @ weight^T + bias`` over the last dim of ``input`` (at least 1-D; ``weight`` 2-D, ``bias`` at
     most 1-D): one product, with the bias added into it."""
-    x = input.reshape(-1, input.shape[-1])
-    _check_matmul(x, weight.T)
+    flat = input.ndim == 2
+    x, wt = input if flat else input.reshape(-1, input.shape[-1]), weight.T
+    _check_matmul(x, wt)
     shape = input.shape[:-1] + weight.shape[:1]
     if input.dtype in _PLAIN and type(x) is np.ndarray and (
             bias is None or bias.dtype is input.dtype and bias.shape in (weight.shape[:1], (1,), ())):
         out = np.empty(shape, input.dtype)  # (the transposed weight is a BLAS operand as it stands: no copy)
-        out2 = out.reshape(x.shape[0], weight.shape[0])
+        out2 = out if flat else out.reshape(x.shape[0], weight.shape[0])
         if bias is None:
-            np.matmul(x, weight.T, out=out2)
+            np.matmul(x, wt, out=out2)
+        elif out.size <= _SMALL_OUT:
+            np.add(np.matmul(x, wt, out=out2), bias, out=out2)
         else:  # the bias written first and the product accumulated onto it: no pass adding it after
             out2[...] = bias
-            _blas.gemm(x, weight.T, out2, 1)
+            _blas.gemm(x, wt, out2, 1)
         return out
-    prod = _mm(xp, x, weight.T)
+    prod = _mm(xp, x, wt)
     r = _rounded(prod, input.dtype) if bias is None else _add_scaled(xp, "addmm", bias, prod, input.dtype, 1, 1)
     return r.reshape(shape)
 
@@ -52,18 +58,27 @@ def _product(a, b, shape):
     return out
 
 
+def _column_sums(g2):
+    """The bias's gradient: over many rows one matrix-vector product (NumPy's reduction over rows is slower)."""
+    n, dt = g2.shape[0], g2.dtype
+    if dt not in _PLAIN:
+        return sum_op.impl(np, g2, 0)
+    return np.add.reduce(g2, 0) if n <= _FEW_ROWS else np.ones(n, dt) @ g2
+
+
 @linear.vjp
 def _(ctx, g):
-    input, weight, bias = (list(ctx.args) + [ctx.kwargs.get("bias")])[:3]
+    args = ctx.args
+    input, weight = args[0], args[1]
+    bias = args[2] if len(args) > 2 else ctx.kwargs.get("bias")
     want = wanted(ctx)
     gb = bias is not None and (len(want) < 3 or want[2])
     if no_graph(input, weight, bias, g) and _backend.is_host(g._data):  # the same products on the arrays
-        g2, dt = g._data.reshape(-1, weight.shape[0]), g._data.dtype
-        gi = _product(g2, weight._data, input.shape) if want[0] else None
-        gw = _product(g2.T, input._data.reshape(-1, weight.shape[1]), weight.shape) if want[1] else None
-        # the bias's: the column sums as one matrix-vector product (NumPy's reduction over rows is slower)
-        gb = (np.ones(g2.shape[0], dt) @ g2 if dt in _PLAIN else sum_op.impl(np, g2, 0)) if gb else None
-        return tuple(None if r is None else Tensor._wrap(r) for r in (gi, gw, gb))
+        ga, wa = g._data, weight._data
+        g2 = ga.reshape(-1, wa.shape[0])
+        gi = Tensor._wrap(_product(g2, wa, input._data.shape)) if want[0] else None
+        gw = Tensor._wrap(_product(g2.T, input._data.reshape(-1, wa.shape[1]), wa.shape)) if want[1] else None
+        return gi, gw, Tensor._wrap(_column_sums(g2)) if gb else None
     g2 = g.reshape(-1, weight.shape[0])
     # the weight's gradient is made in its own (out, in) layout; the input's only when wanted (not for data)
     gi = (g2 @ weight).reshape(input.shape) if want[0] else None

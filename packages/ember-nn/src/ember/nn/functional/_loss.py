@@ -27,21 +27,23 @@ def _torch_size(t):
 # ---- classification ------------------------------------------------------------------------------
 def _class_view(input, target):
     """(input, target) with a batch dim and the class dim at 1; checks PyTorch's shape and dtype rules."""
-    if input.dim() < 1:
-        raise ValueError(f"Expected 1 or more dimensions (got {input.dim()})")
-    if input.dim() <= 2 and target.dim() > 1:
+    shape, tshape = input.shape, target.shape
+    nd, td = len(shape), len(tshape)
+    if nd < 1:
+        raise ValueError(f"Expected 1 or more dimensions (got {nd})")
+    if nd <= 2 and td > 1:
         raise RuntimeError("0D or 1D target tensor expected, multi-target not supported")
-    if target.dtype not in (ember.int64, ember.uint8):
-        raise RuntimeError(f"expected target dtype to be Long or Byte, but got {TORCH_NAME[target.dtype]}")
-    if input.dim() == 1:
+    dtype = target.dtype
+    if dtype is not ember.int64 and dtype is not ember.uint8:
+        raise RuntimeError(f"expected target dtype to be Long or Byte, but got {TORCH_NAME[dtype]}")
+    if nd == 1:
         return input.unsqueeze(0), target.reshape(1)
-    if input.shape[0] != (target.shape[0] if target.dim() else 1):
-        raise ValueError(f"Expected input batch_size ({input.shape[0]}) to match target batch_size "
-                         f"({target.shape[0] if target.dim() else 1}).")
-    expected = [input.shape[0]] + list(input.shape[2:])
-    if input.dim() > 2 and list(target.shape) != expected:
-        raise RuntimeError(f"Expected target size {expected}, got {list(target.shape)}")
-    return input, target.long()
+    if shape[0] != (tshape[0] if td else 1):
+        raise ValueError(f"Expected input batch_size ({shape[0]}) to match target batch_size "
+                         f"({tshape[0] if td else 1}).")
+    if nd > 2 and list(tshape) != [shape[0], *shape[2:]]:
+        raise RuntimeError(f"Expected target size {[shape[0], *shape[2:]]}, got {list(tshape)}")
+    return input, target if dtype is ember.int64 else target.long()
 
 
 def _class_weight(weight, C):
@@ -85,10 +87,11 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     reduction = reduction_of(size_average, reduce, reduction)
     if not 0.0 <= label_smoothing <= 1.0:
         raise RuntimeError(f"label_smoothing must be between 0.0 and 1.0. Got: {label_smoothing}")
-    cdim = 1 if input.dim() > 1 else 0
-    C = input.shape[cdim] if input.dim() else 1
+    shape = input.shape
+    cdim = 1 if len(shape) > 1 else 0
+    C = shape[cdim] if shape else 1
     _class_weight(weight, C)
-    if input.dim() == 2 and target.dim() == 1 and label_smoothing == 0 and input.numel():
+    if len(shape) == 2 and target.dim() == 1 and label_smoothing == 0 and shape[0] and C:
         x, t = _class_view(input, target)  # (checks shapes and dtypes)
         return core("_softmax_nll")(x, t, weight, _ENUM[reduction], ignore_index)  # one pass, one graph node
     logp = input.log_softmax(cdim)

@@ -492,7 +492,7 @@ class Module:
 
     def _call_impl(self, *args, **kwargs):
         if not (self._forward_pre_hooks or self._forward_hooks or self._backward_hooks or self._backward_pre_hooks
-                or _global_hooks_active()):
+                or _GLOBAL_FORWARD_PRE_HOOKS or _GLOBAL_FORWARD_HOOKS):
             return self.forward(*args, **kwargs)
         for hid, hook in {**_GLOBAL_FORWARD_PRE_HOOKS, **self._forward_pre_hooks}.items():
             if hid in self._forward_pre_hooks_with_kwargs:
@@ -539,10 +539,6 @@ class Module:
 
 _GLOBAL_FORWARD_PRE_HOOKS = {}
 _GLOBAL_FORWARD_HOOKS = {}
-
-
-def _global_hooks_active():
-    return bool(_GLOBAL_FORWARD_PRE_HOOKS or _GLOBAL_FORWARD_HOOKS)
 
 
 def register_module_forward_pre_hook(hook):
