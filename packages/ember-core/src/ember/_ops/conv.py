@@ -195,10 +195,11 @@ def _batched(xp, r, C, L, N, last, bias=None):
     return xp.add(r, bias, out=r if r.flags.c_contiguous else xp.empty(r.shape, r.dtype))
 
 
-def _im2col(xp, x, groups, kernel, out, stride, pads, dilation, last):
+def _im2col(xp, x, groups, kernel, out, stride, pads, dilation, last, ones=False):
     """The windows of ``x`` (N, C, *L) giving outputs ``out`` as columns: (G, C / G * prod(kernel),
     prod(out) * N) batch ``last``, else (N, G, C / G * prod(kernel), prod(out)). On NumPy a strided view of the
-    padded input copied once; on CuPy a kernel's output."""
+    padded input copied once, each group's columns followed by a row of ones with ``ones`` (a weight column of
+    bias then adds the bias within the product, no pass over the output); on CuPy a kernel's output."""
     n, (N, C) = x.ndim - 2, x.shape[:2]
     CgK, Q = C // groups * math.prod(kernel), math.prod(out)
     if last and xp is not np and x.dtype in (np.float32, np.float64):
@@ -212,10 +213,20 @@ def _im2col(xp, x, groups, kernel, out, stride, pads, dilation, last):
     else:
         a, lead = _padded(xp, x, pads, last), 1 if last else 2
         st, sp = a.strides, a.strides[lead:lead + n]
-        cols = xp.ascontiguousarray(xp.lib.stride_tricks.as_strided(
+        windows = xp.lib.stride_tricks.as_strided(
             a, a.shape[:lead] + tuple(kernel) + tuple(out) + a.shape[lead + n:],
             st[:lead] + tuple(d * t for d, t in zip(dilation, sp)) + tuple(s * t for s, t in zip(stride, sp))
-            + st[lead + n:]))
+            + st[lead + n:])
+        if not ones:
+            cols = xp.ascontiguousarray(windows)
+        else:
+            shape = (groups, CgK + 1, Q * N) if last else (N, groups, CgK + 1, Q)
+            cols = xp.empty(shape, x.dtype)
+            cols[..., -1, :] = 1
+            split = (groups, C // groups) if last else (N, groups, C // groups)  # (views of cols: no reshape copies)
+            cols[..., :-1, :].reshape(split + windows.shape[len(split) - 1:])[...] = windows.reshape(
+                split + windows.shape[len(split) - 1:])
+            return cols
     return cols.reshape((groups, CgK, Q * N) if last else (N, groups, CgK, Q))
 
 
@@ -248,7 +259,10 @@ def _windows_product(xp, w, cols, out, N, last, bias=None):
     """The weight (O, C / G, *K) times the columns of ``_im2col`` plus ``bias``: the (N, O, *out) convolution
     output."""
     O, G = w.shape[0], cols.shape[-3]
-    return _batched(xp, _mm(xp, w.reshape(G, O // G, cols.shape[-2]), cols), O, out, N, last, bias)
+    w = w.reshape(G, O // G, -1)
+    if cols.shape[-2] > w.shape[-1]:  # columns ending in a row of ones: the bias joins the weight
+        w, bias = xp.concatenate([w, bias.reshape(G, O // G, 1)], -1), None
+    return _batched(xp, _mm(xp, w, cols), O, out, N, last, bias)
 
 
 def _conv(xp, x, w, b, stride, pads, dilation, groups):
@@ -258,7 +272,8 @@ def _conv(xp, x, w, b, stride, pads, dilation, groups):
     out = [(s + lo + hi - d * (k - 1) - 1) // st + 1
            for s, (lo, hi), d, k, st in zip(x.shape[2:], pads, dilation, kernel, stride)]
     last = _batch_last(xp, N, out, stride, w, groups)
-    return _windows_product(xp, w, _im2col(xp, x, groups, kernel, out, stride, pads, dilation, last), out, N, last, b)
+    cols = _im2col(xp, x, groups, kernel, out, stride, pads, dilation, last, b is not None and xp is np)
+    return _windows_product(xp, w, cols, out, N, last, b)
 
 
 def _transposed(xp, xo, w, groups, N, L, stride, dilation, crop, last, bias=None):
