@@ -543,14 +543,8 @@ def run_backward(roots, grad_roots, retain_graph=False, create_graph=False, inpu
             for (nxt, idx), g in zip(node.next_functions, next_grads):
                 if nxt is None:
                     continue
-                if g is not None:  # (_add inlined)
-                    slot = buffers.get(nxt)
-                    if slot is None:
-                        slot = buffers[nxt] = [None] * len(nxt._out_meta)
-                        slot[idx] = g
-                    else:
-                        have = slot[idx]
-                        slot[idx] = g if have is None else _sum(have, g)
+                if g is not None:
+                    _add(buffers, nxt, idx, g)
                 left = deps[nxt] = deps[nxt] - 1
                 if not left:
                     heappush(ready, (-nxt.seq, id(nxt), nxt))
