@@ -440,6 +440,7 @@ def general_impl(call):
 
 
 def _general(op, args, kwargs, mode, out):
+    """``general_impl`` of a call given as its parts (the calls that meet no layer make no ``Call``)."""
     arrays = []  # (the usual arguments, host tensors and plain values, unwrapped in one loop)
     for a in args:
         if type(a) is Tensor and type(a._data) is ndarray:
@@ -479,10 +480,11 @@ def _general(op, args, kwargs, mode, out):
             return type(out)(write_out(o, xp.asarray(x)) for o, x in zip(out, r))
         return write_out(out, xp.asarray(r))
     result = _wrap(r) if type(r) is ndarray else wrap_result(r)
-    if op.view and (op.view is True or op.view(Call(op, args, kwargs))):
+    call = Call(op, args, kwargs) if op.view else None
+    if call is not None and (op.view is True or op.view(call)):
         # views share their base's version counter and remember how they were made, so that autograd
         # can replay them when an in-place op writes through a view
-        parent, many = (tensors or Call(op, args, kwargs).tensors())[0], isinstance(result, tuple)
+        parent, many = (tensors or call.tensors())[0], isinstance(result, tuple)
         for i, v in enumerate(result if many else (result,)):
             if not _backend.shares_memory(v._data, parent._data):
                 continue  # e.g. reshape had to copy: not a view
