@@ -182,6 +182,9 @@ def _run(fn, out, operands, blocked):
 
 def ufunc(f, *operands, out=None):
     """``f(*operands, out=out)`` for the NumPy ufunc ``f``, over the cores when the operands split (else one call)."""
+    first = operands[0]
+    if type(first) is np.ndarray and first.ndim and first.size < MIN_SIZE:  # (small: no split to look into)
+        return f(*operands, out=out)
     shape = _shape(operands, out)
     if shape is None:
         return f(*operands, out=out)
