@@ -90,10 +90,14 @@ class Line:
     ``grad``: also check the op's VJP against torch.autograd on the float64 samples (only for
     lines whose ``call`` passes its arguments straight to the op, as ``fn``/``meth`` do).
     ``values=False``: compare dtype, shape and errors only (random ops, uninitialised memory).
+    ``limits``: the op's mathematical values at +inf and -inf of its first argument (``{inf: .., -inf: ..}``),
+    compared there instead of torch's, whose results at infinities depend on the CPU's kernel path or are NaN
+    where the limit exists (``tools/edge_audit.py`` finds the former).
     """
 
-    def __init__(self, name, call, samples, dtypes=ALL, grad=None, values=True):
+    def __init__(self, name, call, samples, dtypes=ALL, grad=None, values=True, limits=None):
         self.name, self.call, self.samples, self.dtypes, self.values = name, call, samples, dtypes, values
+        self.limits = limits
         self.grad = getattr(call, "direct", False) if grad is None else grad
 
 

@@ -1,5 +1,7 @@
 """Op table lines of the neural-network primitives: convolutions, pooling, interpolation, activations,
 softmax, normalization, dropout, embeddings, distances and losses."""
+import math
+
 import numpy as np
 import torch
 from optable import ALL, DT, FLOATS, NC, Line, T, fn, values
@@ -177,6 +179,11 @@ def softmaxes(dtype, rng):
             ((T(np.array([[-np.inf, -np.inf], [np.inf, 1.0]]), "float64"), 1), {})]
 
 
+# x * F(x) for a cumulative-distribution-like F: the limits at the infinities (torch: NaN at -inf, and NaN or inf at
+# +inf by CPU; float16 gelu(inf) is NaN on AVX-512 CPUs without AVX512-BF16, inf on others)
+X_TIMES_CDF = {math.inf: math.inf, -math.inf: 0.0}
+
+
 def acts(*kwargs_list):
     def samples(dtype, rng):
         a = values(dtype, (3, 4), rng, special=dtype in FLOATS)
@@ -207,17 +214,18 @@ LINES += [
     Line("max_unpool3d", _unpool_call("max_unpool3d"), unpools(3), dtypes=("float32", "float64")),
     Line("softmax", fn("softmax"), softmaxes, dtypes=ALL),
     Line("log_softmax", fn("log_softmax"), softmaxes, dtypes=ALL),
-    Line("gelu", nnf("gelu"), acts({"approximate": "tanh"}, {"approximate": "nope"}), dtypes=ALL),
-    Line("silu", nnf("silu"), acts(), dtypes=ALL),
-    Line("mish", nnf("mish"), acts(), dtypes=ALL),
+    Line("gelu", nnf("gelu"), lambda d, r: acts({"approximate": "tanh"}, {"approximate": "nope"})(d, r) + [
+        ((values(d, (3, 4), r, special=d in FLOATS),), {"approximate": "tanh"})], dtypes=ALL, limits=X_TIMES_CDF),
+    Line("silu", nnf("silu"), acts(), dtypes=ALL, limits=X_TIMES_CDF),
+    Line("mish", nnf("mish"), acts(), dtypes=ALL, limits=X_TIMES_CDF),
     Line("hardtanh", nnf("hardtanh"), acts({"min_val": -0.5, "max_val": 2.0}, {"min_val": 2.0, "max_val": 1.0}),
          dtypes=ALL),
     Line("hardsigmoid", nnf("hardsigmoid"), acts(), dtypes=ALL),
-    Line("hardswish", nnf("hardswish"), acts(), dtypes=ALL),
+    Line("hardswish", nnf("hardswish"), acts(), dtypes=ALL, limits=X_TIMES_CDF),
     Line("elu", nnf("elu"), acts({"alpha": 0.5}), dtypes=ALL),
     Line("leaky_relu", nnf("leaky_relu"), acts({"negative_slope": 0.2}), dtypes=ALL),
     Line("softplus", nnf("softplus"), acts({"beta": 2.0, "threshold": 1.0}), dtypes=ALL),
-    Line("softsign", nnf("softsign"), acts(), dtypes=ALL),
+    Line("softsign", nnf("softsign"), acts(), dtypes=ALL, limits={math.inf: 1.0, -math.inf: -1.0}),
     Line("tanhshrink", nnf("tanhshrink"), acts(), dtypes=ALL),
     Line("softshrink", nnf("softshrink"), acts({"lambd": 1.5}, {"lambd": -1.0}), dtypes=ALL),
     Line("log_sigmoid", nnf("log_sigmoid", "logsigmoid"), acts(), dtypes=ALL),

@@ -200,17 +200,27 @@ def pointwise_vjp(o, derivative):
 _SQRT_2_PI, _SQRT_1_2 = math.sqrt(2 / math.pi), math.sqrt(0.5)
 
 
+def _finite_range(x):
+    f = np.finfo(x.dtype)
+    return float(f.min), float(f.max)
+
+
+def above_neg_inf(xp, x):
+    """``x`` with -inf replaced by the lowest finite value (NaN kept): ``x * g(x)`` forms with ``g(-inf) = 0`` then
+    give their limit 0 at -inf instead of IEEE's ``inf * 0 = NaN``. PyTorch gives NaN there (and at +inf, NaN or
+    inf depending on the CPU's kernel path); ember gives the mathematical values."""
+    return xp.maximum(x, _finite_range(x)[0])
+
+
 @op("gelu", method=False, function=False)
 @quiet
 def gelu(xp, input, approximate="none"):
     """Gaussian error linear unit ``x * Phi(x)``; ``approximate='tanh'`` uses the tanh formula."""
-    x = floating(input, "GeluKernelImpl")
+    x = above_neg_inf(xp, floating(input, "GeluKernelImpl"))
     if approximate == "tanh":
         r = 0.5 * x * (1 + xp.tanh(_SQRT_2_PI * (x + 0.044715 * x ** 3)))
     elif approximate == "none":
         r = 0.5 * x * (1 + erf(xp, x.astype(np.float64) * _SQRT_1_2).astype(x.dtype))
-        if input.dtype in (np.float32, D.bfloat16.np):  # PyTorch's vectorised float erf gives NaN at +inf
-            r = xp.where(x == np.inf, np.nan, r)
     else:
         raise RuntimeError(f"approximate argument must be either none or tanh. Got {approximate}")
     return r.astype(input.dtype, copy=False)
@@ -253,6 +263,7 @@ pointwise_vjp(gelu, _gelu_grad)
 @activation("silu", "silu")
 def silu(xp, x):
     """``x * sigmoid(x)``."""
+    x = above_neg_inf(xp, x)
     return x / (1 + xp.exp(-x))
 
 
@@ -266,6 +277,7 @@ def _softplus_arr(xp, x):
 @activation("mish", "mish")
 def mish(xp, x):
     """``x * tanh(softplus(x))``."""
+    x = above_neg_inf(xp, x)
     return x * xp.tanh(_softplus_arr(xp, x))
 
 
@@ -304,6 +316,7 @@ pointwise_vjp(hardsigmoid, lambda input: ((input > -3) & (input < 3)) / 6.0)
 @activation("hardswish", "hardswish_cpu", inplace=True)
 def hardswish(xp, x):
     """``x * hardsigmoid(x)``."""
+    x = above_neg_inf(xp, x)
     return x * xp.clip(x / 6 + 0.5, 0, 1)
 
 
@@ -355,7 +368,10 @@ def softsign(xp, input):
     """``x / (1 + |x|)`` (integers give the default float)."""
     if input.dtype.kind == "b":
         raise NotImplementedError("\"abs_cpu\" not implemented for 'Bool'")
-    return _in_float(input, lambda x: x / (1 + xp.abs(x)))
+    def softsign_of(x):
+        x = xp.clip(x, *_finite_range(x))  # so that +-inf give their limits +-1, not inf / inf
+        return x / (1 + xp.abs(x))
+    return _in_float(input, softsign_of)
 
 
 pointwise_vjp(softsign, lambda input: 1 / (1 + input.abs()) - input * input.sign() / (1 + input.abs()) ** 2)
