@@ -109,9 +109,11 @@ def test_sgd_uses_the_shared_blas_table():
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("dampening", [0.0, 0.3])
-def test_momentum_buffer_update_is_blas_and_bit_exact(dtype, dampening, axpy_calls):
+def test_momentum_buffer_update_is_blas_and_within_an_ulp_per_step(dtype, dampening, axpy_calls):
     # b = momentum * b + (1 - dampening) * d: NumPy's product, then an axpy (the roundings of PyTorch's mul_ and
-    # add_ with alpha)
+    # add_ with alpha). Within one ulp, not bit for bit: whether PyTorch's add_ (and the BLAS axpy) fuse the
+    # multiply-add depends on the CPU and on the element's place (vectorised body or scalar tail); seen on an
+    # AVX-512 Intel Xeon: the 33rd element of a float64 row drifted by one ulp a step.
     rng = np.random.default_rng(3)
     data = [rng.standard_normal(s) for s in ((64, 33), (33,))]
     grads = [[rng.standard_normal(d.shape) for d in data] for _ in range(4)]
@@ -125,6 +127,6 @@ def test_momentum_buffer_update_is_blas_and_bit_exact(dtype, dampening, axpy_cal
             opt.step()
         results.append([p.detach().numpy().copy() for p in ps] + [opt.state[p]["momentum_buffer"].numpy() for p in ps])
     for got, want in zip(results[1], results[0]):
-        np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_max_ulp(got, want, maxulp=len(grads))
     if sgd._AXPY:  # per step and parameter: the update, and from the second step the buffer
         assert axpy_calls == {dtype: 4 * 2 + 3 * 2}
