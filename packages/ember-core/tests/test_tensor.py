@@ -116,7 +116,7 @@ def test_to_and_conversions():
     assert t.bfloat16().tolist() == [1.5, -2.0] and t.long().dtype is ember.int64 and t.bool().tolist() == [True, True]
     assert t.to(ember.zeros(1, dtype=ember.float64)).dtype is ember.float64
     assert t.cpu() is t
-    assert t.type() == "ember.FloatTensor" and t.type(ember.float64).dtype is ember.float64
+    assert t.type() == "torch.FloatTensor" and t.type(ember.float64).dtype is ember.float64
     assert ember.tensor(3.0).item() == 3.0 and isinstance(ember.tensor(3).item(), int)
     assert isinstance(ember.tensor(True).item(), bool)
     with pytest.raises(RuntimeError, match="a Tensor with 2 elements cannot be converted to Scalar"):

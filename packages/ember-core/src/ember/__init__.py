@@ -12,12 +12,15 @@ import importlib as _importlib  # noqa: E402
 
 _importlib.import_module(f"{__name__}._allocator").tune()  # large temporaries reuse malloc's memory
 
+from math import e, inf, nan, pi  # noqa: E402,F401
+
 from . import (  # noqa: E402
     _extensions,
     _factory,  # noqa: E402,F401  (registers the creation functions)
     _ops,
     _registry,
 )
+from ._compile import compile  # noqa: E402
 from ._device import device  # noqa: E402
 from ._dlpack import *  # noqa: E402,F401,F403
 from ._dtype import (  # noqa: E402
@@ -50,6 +53,7 @@ from ._dtype import (  # noqa: E402
     uint8,
 )
 from ._factory import get_default_device, set_default_device  # noqa: E402
+from ._legacy_types import *  # noqa: E402,F401,F403  (ember.FloatTensor, ember.LongTensor, ...)
 from ._printing import set_printoptions  # noqa: E402
 from ._promotion import broadcast_shapes, can_cast, promote_types, result_type  # noqa: E402
 from ._random import *  # noqa: E402,F401,F403
@@ -58,6 +62,8 @@ from ._settings import *  # noqa: E402,F401,F403
 from ._size import Size  # noqa: E402
 from ._tensor import Tensor, is_tensor  # noqa: E402
 from ._version import __version__  # noqa: E402
+
+newaxis = None  # t[:, ember.newaxis] adds a dim, as None does
 
 _exported = _registry.install(globals())
 

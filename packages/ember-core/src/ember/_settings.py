@@ -19,7 +19,7 @@ import os
 import warnings
 
 from . import _dtype as D
-from . import _factory
+from . import _factory, _legacy_types
 from ._tensor import Tensor
 from .backends.cuda import get_float32_matmul_precision, set_float32_matmul_precision
 
@@ -141,27 +141,25 @@ def get_deterministic_debug_mode():
     return 1 if _state["warn_only"] else 2
 
 
-_TENSOR_TYPES = {"FloatTensor": D.float32, "DoubleTensor": D.float64, "HalfTensor": D.float16,
-                 "BFloat16Tensor": D.bfloat16}
-_OTHER_TYPES = {"ByteTensor", "CharTensor", "ShortTensor", "IntTensor", "LongTensor", "BoolTensor"}
-
-
 def set_default_tensor_type(t):
-    """Deprecated: set the default dtype (and for ``"torch.cuda.*"`` names the default device) from a legacy
-    tensor type name such as ``"torch.DoubleTensor"``."""
+    """Deprecated: set the default dtype (and for CUDA types the default device) from a legacy tensor type,
+    ``ember.DoubleTensor`` or a name such as ``"torch.DoubleTensor"``."""
     warnings.warn("torch.set_default_tensor_type() is deprecated as of PyTorch 2.1, please use "
                   "torch.set_default_dtype() and torch.set_default_device() as alternatives.", UserWarning,
                   stacklevel=2)
-    if not isinstance(t, str):
+    if isinstance(t, _legacy_types.LegacyTensorType):
+        dtype, device_type = t.dtype, t._device_type
+    elif isinstance(t, str):
+        try:
+            dtype, device_type = _legacy_types.parse(t)
+        except ValueError:
+            raise TypeError(f"invalid type: '{t}'") from None
+    else:
         raise TypeError("invalid type object: only floating-point types are supported as the default type")
-    parts = t.split(".")
-    if parts[0] not in ("torch", "ember") or parts[-1] not in _TENSOR_TYPES.keys() | _OTHER_TYPES or \
-            parts[1:-1] not in ([], ["cuda"]):
-        raise TypeError(f"invalid type: '{t}'")
-    if parts[-1] in _OTHER_TYPES:
+    if not dtype.is_floating_point:
         raise TypeError("only floating-point types are supported as the default type")
-    D.set_default_dtype(_TENSOR_TYPES[parts[-1]])
-    _factory.set_default_device("cuda" if "cuda" in parts else None)
+    D.set_default_dtype(dtype)
+    _factory.set_default_device("cuda" if device_type == "cuda" else None)
 
 
 # ---- function forms of Tensor methods -----------------------------------------------------------

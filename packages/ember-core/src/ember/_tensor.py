@@ -120,6 +120,8 @@ class Tensor:
 
     is_sparse = False
     is_quantized = False
+    # devices and layouts ember has no tensors on (plain attributes, so that a subclass can override them)
+    is_xpu = is_mps = is_mkldnn = is_vulkan = is_ipu = is_maia = is_mtia = is_xla = False
     is_meta = False
     is_nested = False
     layout = "strided"
@@ -295,11 +297,10 @@ class Tensor:
         return self.to(device)
 
     def type(self, dtype=None, non_blocking=False):
-        if dtype is None:
-            return f"ember.{_LEGACY_TYPE[self.dtype]}"
-        if isinstance(dtype, str):
-            dtype = {v: k for k, v in _LEGACY_TYPE.items()}[dtype.rsplit(".", 1)[-1]]
-        return self.to(dtype)
+        """The legacy type string in PyTorch's spelling (``'torch.FloatTensor'``), or the tensor converted to
+        the type named by a string, a legacy type (``ember.LongTensor``) or a dtype."""
+        from ._legacy_types import tensor_type
+        return tensor_type(self, dtype, non_blocking)
 
     def double(self):
         return self.to(D.float64)

@@ -264,10 +264,13 @@ def current_solver_handle():
     return _cupy().cuda.device.get_cusolver_handle()
 
 
+from .._legacy_types import CUDA_TYPES as _legacy_types  # noqa: E402
 from . import random  # noqa: E402
 from .memory import *  # noqa: E402,F401,F403
 from .random import *  # noqa: E402,F401,F403
 from .streams import *  # noqa: E402,F401,F403
+
+globals().update(_legacy_types)  # ember.cuda.FloatTensor, ... (constructing one needs a GPU)
 
 
 def __getattr__(name):
