@@ -280,7 +280,7 @@ def test_extra_files(tmp_path):
 
 
 def test_unsupported_content():
-    for obj, match in ((torch.ones(2, dtype=torch.uint16), "uint16"), (torch.ones(2).to_sparse(), "sparse|_rebuild")):
+    for obj, match in ((torch.ones(2, dtype=torch.uint16), "uint16"), (torch.ones(2, 2).to_sparse_csc(), "sparse_csc")):
         with pytest.raises(pickle.UnpicklingError, match=match):
             _roundtrip(torch.save, ember.load, obj)
 

@@ -53,6 +53,7 @@ from ._dtype import (  # noqa: E402
     uint8,
 )
 from ._factory import get_default_device, set_default_device  # noqa: E402
+from ._layout import layout, sparse_coo, sparse_csr, strided  # noqa: E402
 from ._legacy_types import *  # noqa: E402,F401,F403  (ember.FloatTensor, ember.LongTensor, ...)
 from ._printing import set_printoptions  # noqa: E402
 from ._promotion import broadcast_shapes, can_cast, promote_types, result_type  # noqa: E402
@@ -60,6 +61,7 @@ from ._random import *  # noqa: E402,F401,F403
 from ._serialization import *  # noqa: E402,F401,F403
 from ._settings import *  # noqa: E402,F401,F403
 from ._size import Size  # noqa: E402
+from ._sparse import hspmm, smm, sparse_coo_tensor, sparse_csr_tensor, spmm  # noqa: E402
 from ._tensor import Tensor, is_tensor  # noqa: E402
 from ._version import __version__  # noqa: E402
 

@@ -144,14 +144,15 @@ def _host_values(t):
     return arr.astype(np.float32) if t.dtype in (D.float16, D.bfloat16) else arr
 
 
-def _with_suffixes(text, suffixes, indent):
+def _with_suffixes(text, suffixes, indent, force_newline=False):
     # PyTorch's running line length counts two more than the last line holds; kept for identical wrapping
     line_len = len(text) - text.rfind("\n") + 1
     out = [text]
     for s in suffixes:
-        if line_len + len(s) + 2 > _opts["linewidth"]:
+        if force_newline or line_len + len(s) + 2 > _opts["linewidth"]:  # (sparse tensors: the first on a new line)
             out.append(",\n" + " " * indent + s)
             line_len = indent + len(s)
+            force_newline = False
         else:
             out.append(", " + s)
             line_len += len(s) + 2

@@ -33,6 +33,7 @@ from . import _dtype as D
 from . import _promotion as P
 from ._dispatch import FORCED, RECORD, Call, run_layers
 from ._halfcast import narrow, widen
+from ._layout import strided
 from ._tensor import Tensor
 
 REGISTRY = {}
@@ -207,6 +208,14 @@ def _scalar_as(x, cdt, xp):
     return np.array(int(x)).astype(cdt.np)[()]
 
 
+class SparseOperands(NotImplementedError):
+    """A sparse tensor met a dense implementation. A sparse tensor's array is a stand-in that is no NumPy array, so
+    only this branch sees it; the op's public function hands the call to ``SPARSE[0]`` (ember._sparse's dispatch)."""
+
+
+SPARSE = [None]  # [dispatch(op, args, kwargs, out, mode)] for calls with sparse operands
+
+
 def _device_arrays(tensors):
     """The array module for these tensors; PyTorch's error when they are on different devices
     (zero-dim CPU tensors may join CUDA ones, as in PyTorch)."""
@@ -215,6 +224,8 @@ def _device_arrays(tensors):
             break
     else:
         return np
+    if any(t.layout is not strided for t in tensors):
+        raise SparseOperands("this op has no implementation for sparse tensors")
     host = [type(t._data) is ndarray for t in tensors]
     devs = {t._data.device.id for t, h in zip(tensors, host) if not h}
     if len(devs) > 1 or any(h and t._data.ndim for t, h in zip(tensors, host)):
@@ -364,14 +375,17 @@ def _elementwise_slow(op, operands, kwargs, out, mode):
         if out is None:
             mode = None
     call = Call(op, operands, kwargs, mode, out)
-    if FORCED[0]:
-        return run_layers(call, elementwise_impl)
-    for x in operands:
-        if isinstance(x, Tensor) and x._rg:
-            if mode is None:  # (see _dispatch: autograd is the only layer, it records after the computation)
-                return RECORD[0](op, operands, kwargs, elementwise_impl(call))
+    try:
+        if FORCED[0]:
             return run_layers(call, elementwise_impl)
-    return elementwise_impl(call)
+        for x in operands:
+            if isinstance(x, Tensor) and x._rg:
+                if mode is None:  # (see _dispatch: autograd is the only layer, it records after the computation)
+                    return RECORD[0](op, operands, kwargs, elementwise_impl(call))
+                return run_layers(call, elementwise_impl)
+        return elementwise_impl(call)
+    except SparseOperands:
+        return SPARSE[0](op, operands, kwargs, out, mode)
 
 
 def _make_elementwise(op, arity):
@@ -563,6 +577,8 @@ def _make_general(op):
             if refusal is None:
                 raise
             raise refusal from None
+        except SparseOperands:
+            return SPARSE[0](op, args, kwargs, out, mode if out is None else "out")
 
     def inplace(self, *args, **kwargs):
         try:
@@ -572,6 +588,8 @@ def _make_general(op):
             if refusal is None:
                 raise
             raise refusal from None
+        except SparseOperands:
+            return SPARSE[0](op, (self,) + args, kwargs, None, "inplace")
 
     op.inplace_fn = inplace
     return fn

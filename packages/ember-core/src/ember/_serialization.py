@@ -24,6 +24,7 @@ import numpy as np
 from . import _backend
 from . import _dtype as D
 from ._device import device
+from ._layout import by_name, layout, strided
 from ._size import Size
 from ._tensor import Tensor, contiguous_strides
 
@@ -92,9 +93,13 @@ class _CheckpointPickler(pickle._Pickler):
             return _TorchName("torch.device"), (obj.type,) if obj.index is None else (obj.type, obj.index)
         if type(obj) is Size:
             return _TorchName("torch.Size"), (tuple(obj),)
+        if type(obj) is layout:
+            return _TorchName("torch.serialization._get_layout"), (f"torch.{obj.name}",)
         return NotImplemented
 
     def _reduce_tensor(self, t):
+        if t.layout is not strided:  # a sparse tensor: its layout and its index and value tensors
+            return _TorchName("torch._utils._rebuild_sparse_tensor"), (t.layout, t._parts())
         ref, offset, stride = self._storage_of(t)
         plain = (_TorchName("torch._utils._rebuild_tensor_v2"),
                  (ref, offset, tuple(t.shape), stride, t._rg, collections.OrderedDict()))
@@ -252,9 +257,15 @@ def _rebuild_from_type_v2(func, new_type, args, state):
 
 
 def _get_layout(name):
-    if name != "torch.strided":
-        raise pickle.UnpicklingError(f"ember supports only strided tensors, the checkpoint holds layout {name}")
-    return "strided"
+    try:
+        return by_name(name.removeprefix("torch."))
+    except KeyError:
+        raise pickle.UnpicklingError(f"ember has no tensors of layout {name}, which the checkpoint holds") from None
+
+
+def _rebuild_sparse_tensor(layout, data):
+    from ._sparse import rebuild_sparse_tensor
+    return rebuild_sparse_tensor(layout, data)
 
 
 def _parameter_class():
@@ -296,6 +307,7 @@ _TORCH = {
     "torch._utils._rebuild_parameter_with_state": _rebuild_parameter_with_state,
     "torch._tensor._rebuild_from_type_v2": _rebuild_from_type_v2,
     "torch.serialization._get_layout": _get_layout,
+    "torch._utils._rebuild_sparse_tensor": _rebuild_sparse_tensor,
     "torch.Size": Size, "torch.device": device, "torch.Tensor": Tensor,
     "torch.storage.UntypedStorage": D.uint8,
     **{f"torch.{d.name}": d for d in D.ALL},

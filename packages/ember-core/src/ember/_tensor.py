@@ -12,6 +12,7 @@ import numpy as np
 from . import _backend, _extensions
 from . import _dtype as D
 from ._device import CPU, as_device
+from ._layout import strided
 from ._size import Size
 
 
@@ -124,7 +125,8 @@ class Tensor:
     is_xpu = is_mps = is_mkldnn = is_vulkan = is_ipu = is_maia = is_mtia = is_xla = False
     is_meta = False
     is_nested = False
-    layout = "strided"
+    is_sparse_csr = False
+    layout = strided
 
     def is_floating_point(self):
         return self.dtype.is_floating_point
