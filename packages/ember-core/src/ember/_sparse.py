@@ -330,8 +330,7 @@ class SparseCsrTensor(_SparseTensor):
     def to_sparse_coo(self):
         crow = self._crow._data
         xp = _backend.xp_of(crow)
-        rows = xp.repeat(xp.arange(len(crow) - 1), xp.diff(crow).astype(np.int64))
-        idx = xp.stack([rows, self._col._data.astype(np.int64)])
+        idx = xp.stack([_expanded(xp, crow), self._col._data.astype(np.int64)])
         return _coo(_wrap(idx), self._val, self.shape, True)
 
     def _rebuilt(self, values):
@@ -663,17 +662,28 @@ def _scipy():
     return _scipy_sparse[0]
 
 
-def _product(xp, rows, cols, vals, dense, n, sorted_rows):
-    """``A @ dense`` for the n-row matrix A with entries ``vals`` at (``rows``, ``cols``); ``dense`` 2-D."""
+def _expanded(xp, crow):
+    """The row of each entry of a CSR matrix with row starts ``crow``."""
+    return xp.repeat(xp.arange(len(crow) - 1), xp.diff(crow).astype(np.int64))
+
+
+def _product(xp, rows, cols, vals, dense, n, order):
+    """``A @ dense`` for the n-row matrix A with entries ``vals`` at (``rows``, ``cols``), ``dense`` 2-D. ``order``:
+    "csr" (``rows`` are then the row starts), "sorted" (rows ascending) or None."""
     k = dense.shape[1]
     if xp is np and vals.dtype.kind in "fciu" and _scipy() is not None:
-        if not sorted_rows:
-            order = np.argsort(rows, kind="stable")
-            rows, cols, vals = rows[order], cols[order], vals[order]
-        indptr = np.zeros(n + 1, np.int64)
-        np.cumsum(np.bincount(rows, minlength=n), out=indptr[1:])
+        if order == "csr":
+            indptr = rows
+        else:
+            if order is None:
+                perm = np.argsort(rows, kind="stable")
+                rows, cols, vals = rows[perm], cols[perm], vals[perm]
+            indptr = np.zeros(n + 1, np.int64)
+            np.cumsum(np.bincount(rows, minlength=n), out=indptr[1:])
         a = _scipy().csr_matrix((vals, cols, indptr), shape=(n, dense.shape[0]))
         return np.asarray(a @ dense)
+    if order == "csr":
+        rows = _expanded(xp, rows)
     if xp is not np and vals.dtype.kind in "fc":
         import cupyx.scipy.sparse as cps
         a = cps.coo_matrix((vals, (rows, cols)), shape=(n, dense.shape[0])).tocsr()
@@ -691,11 +701,12 @@ def _product(xp, rows, cols, vals, dense, n, sorted_rows):
 
 
 @op("_sparse_mm", function=False, method=False)
-def _sparse_mm(xp, values, dense, rows, cols, n, sorted_rows=False):
-    """``A @ dense`` for the n-row sparse matrix A with entries ``values`` at (``rows``, ``cols``)."""
+def _sparse_mm(xp, values, dense, rows, cols, n, order=None):
+    """``A @ dense`` for the n-row sparse matrix A with entries ``values`` at (``rows``, ``cols``) (``order``: see
+    ``_product``)."""
     half = values.dtype if values.dtype in (np.float16, D.bfloat16.np) else None
     v, d = (values.astype(np.float32), dense.astype(np.float32)) if half else (values, dense)
-    r = _product(xp, rows, cols, v, d[:, None] if d.ndim == 1 else d, n, sorted_rows)
+    r = _product(xp, rows, cols, v, d[:, None] if d.ndim == 1 else d, n, order)
     r = r[:, 0] if dense.ndim == 1 else r
     return r.astype(half or values.dtype, copy=False)
 
@@ -704,6 +715,8 @@ def _sparse_mm(xp, values, dense, rows, cols, n, sorted_rows=False):
 def _(ctx, g):
     values, dense, rows, cols, n = ctx.args[:5]
     want_v, want_d = wanted(ctx)[:2]
+    if ctx.kwargs.get("order") == "csr":
+        rows = _wrap(_expanded(_backend.xp_of(rows._data), rows._data))
     gv = gd = None
     if want_v:
         d = dense.index_select(0, cols)
@@ -726,10 +739,10 @@ def _(ctx, g):
 
 
 def _rows_cols(s):
+    """(rows, cols, order) of a sparse matrix for ``_sparse_mm``."""
     if s.layout is sparse_csr:
-        c = s.to_sparse_coo()
-        return c._idx._data[0], c._idx._data[1], True
-    return s._idx._data[0], s._idx._data[1], s._coal
+        return s._crow._data, s._col._data, "csr"
+    return s._idx._data[0], s._idx._data[1], "sorted" if s._coal else None
 
 
 def _check_product(s, d, name):
@@ -755,10 +768,10 @@ def _spmm(s, d, name, dense_grad):
     if d.layout is not strided:
         return _sparse_sparse(s, d)
     _check_product(s, d, name)
-    rows, cols, ordered = _rows_cols(s)
+    rows, cols, order = _rows_cols(s)
     proxy = s._dense_proxy() if dense_grad else None
     values = s._val if proxy is None else _wrap(s._val._data)
-    r = _sparse_mm.fn(values, d, _wrap(rows), _wrap(cols), s.shape[0], ordered)
+    r = _sparse_mm.fn(values, d, _wrap(rows), _wrap(cols), s.shape[0], order=order)
     if proxy is None:
         return r
     return _leaf_grad.fn(r, proxy, vjp=lambda g: g.outer(d) if d.dim() == 1 else g.mm(d.t()))
