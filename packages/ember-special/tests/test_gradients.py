@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+pytestmark = pytest.mark.autograd  # ember-special's nox session runs it after installing ember-autograd
 pytest.importorskip("ember.autograd")
 
 import optable_special as table  # noqa: E402
