@@ -383,3 +383,75 @@ LINES += [
     Line("cosine_similarity", fn("cosine_similarity"), similarities, dtypes=FLOATS + ("int64",)),
     Line("pairwise_distance", fn("pairwise_distance"), distances, dtypes=FLOATS + ("int64",)),
 ]
+
+
+# ---- resampling (the primitive of interpolate) against PyTorch's aten upsample kernels ----------------------------
+_ATEN_UPSAMPLE = {"nearest": "upsample_nearest{n}d", "nearest-exact": "_upsample_nearest_exact{n}d",
+                  "linear": ("upsample_linear1d", "upsample_bilinear2d", "upsample_trilinear3d"),
+                  "cubic": "upsample_bicubic{n}d"}
+
+
+def _aten_upsample(mode, n, antialias):
+    """(aten op name, whether it takes align_corners) of ``_upsample``'s mode."""
+    if antialias or mode == "lanczos":
+        return f"_upsample_{ {'linear': 'bilinear', 'cubic': 'bicubic'}.get(mode, mode)}2d_aa", True
+    name = _ATEN_UPSAMPLE[mode]
+    return (name[n - 1] if isinstance(name, tuple) else name.format(n=n)), not mode.startswith("nearest")
+
+
+def upsample_call(m, x, size, mode, align_corners=False, scales=None, antialias=False):
+    if m is not torch:
+        return REGISTRY["_upsample"].fn(x, size, mode, align_corners, scales, antialias)
+    name, aligned = _aten_upsample(mode, len(size), antialias)
+    return getattr(torch.ops.aten, name)(x, size, *(align_corners,) * aligned, *(scales or [None] * len(size)))
+
+
+def upsample_backward_call(m, g, input_size, mode, align_corners=False, scales=None, antialias=False):
+    if m is not torch:
+        return REGISTRY["_upsample_backward"].fn(g, input_size, mode, align_corners, scales, antialias)
+    name, aligned = _aten_upsample(mode, len(input_size), antialias)
+    return getattr(torch.ops.aten, name + "_backward")(g, list(g.shape[2:]), list(g.shape[:2]) + list(input_size),
+                                                       *(align_corners,) * aligned,
+                                                       *(scales or [None] * len(input_size)))
+
+
+upsample_call.direct = upsample_backward_call.direct = True
+
+# (input spatial size, output size, mode, align_corners, scales, antialias)
+_RESAMPLES = [((5,), (9,), "nearest", False, None, False), ((5, 4), (7, 9), "nearest", False, None, False),
+              ((5, 4), (10, 8), "nearest", False, None, False), ((5, 4), (7, 6), "nearest", False, (1.5, 1.7), False),
+              ((3, 4, 5), (5, 3, 7), "nearest", False, None, False),
+              ((5,), (8,), "nearest-exact", False, (1.7,), False),
+              ((5, 4), (3, 9), "nearest-exact", False, None, False),
+              ((3, 4, 2), (6, 3, 4), "nearest-exact", False, None, False), ((5,), (9,), "linear", False, None, False),
+              ((5,), (9,), "linear", True, None, False), ((7,), (3,), "linear", False, (0.45,), False),
+              ((5, 4), (8, 3), "linear", False, None, False), ((5, 4), (10, 8), "linear", False, (2.0, 2.0), False),
+              ((5, 4), (9, 2), "linear", True, None, False), ((3, 4, 2), (5, 3, 4), "linear", False, None, False),
+              ((3, 4, 2), (5, 3, 4), "linear", True, None, False), ((5, 4), (9, 7), "cubic", False, None, False),
+              ((6, 4), (3, 9), "cubic", True, None, False), ((5, 4), (8, 6), "cubic", False, (1.6, 1.5), False),
+              ((9, 8), (4, 3), "linear", False, None, True), ((9, 8), (4, 11), "linear", True, None, True),
+              ((9, 8), (4, 5), "cubic", False, None, True), ((9, 8), (3, 12), "lanczos", False, None, True),
+              ((10, 6), (4, 3), "lanczos", False, (0.4, 0.5), True)]
+
+
+def resamples(dtype, rng):
+    v = _v(dtype, rng)
+    out = [((v(2, 3, *sp), list(o), mode, ac, None if s is None else list(s), aa), {})
+           for sp, o, mode, ac, s, aa in _RESAMPLES]
+    return out + [((NC(v(2, 3, 4, 5)), [7, 3], "linear", False, None, False), {}),  # non-contiguous
+                  ((v(0, 3, 4, 5), [7, 3], "cubic", False, None, False), {}),    # empty batch
+                  ((v(2, 3, 4, 5), [0, 3], "nearest", False, None, False), {}),  # empty output
+                  ((v(2, 0, 4, 5), [7, 3], "linear", False, None, False), {}),   # no channels
+                  ((v(2, 3, 4), [7, 3], "linear", False, None, False), {})]      # too few dims
+
+
+def resample_backwards(dtype, rng):
+    v = _v(dtype, rng)
+    return [((v(2, 3, *o), list(sp), mode, ac, None if s is None else list(s), aa), {})
+            for sp, o, mode, ac, s, aa in _RESAMPLES] + [((NC(v(2, 3, 7, 3)), [4, 5], "cubic", False, None, False), {})]
+
+
+LINES += [
+    Line("_upsample", upsample_call, resamples, dtypes=FLOATS + ("int64", "bool")),
+    Line("_upsample_backward", upsample_backward_call, resample_backwards, dtypes=FLOATS),
+]

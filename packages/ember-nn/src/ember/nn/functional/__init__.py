@@ -5,3 +5,4 @@ from ._activation import *  # noqa: F403
 from ._attention import *  # noqa: F403
 from ._layers import *  # noqa: F403
 from ._loss import *  # noqa: F403
+from ._resample import *  # noqa: F403

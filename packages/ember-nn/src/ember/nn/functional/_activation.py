@@ -2,9 +2,8 @@
 import warnings
 
 import ember
-from ember._registry import REGISTRY
 
-from ._common import core, core_
+from ._common import core, core_, registered
 
 __all__ = ["relu", "relu_", "relu6", "hardtanh", "hardtanh_", "elu", "elu_", "selu", "selu_", "celu", "celu_",
            "leaky_relu", "leaky_relu_", "prelu", "rrelu", "rrelu_", "glu", "gelu", "logsigmoid", "hardshrink",
@@ -16,7 +15,7 @@ def _maybe_inplace(name, input, inplace, *args, **kwargs):
     """``name`` applied to ``input``, in place when asked (ops without an in-place form copy the result back)."""
     if not inplace:
         return core(name)(input, *args, **kwargs)
-    if REGISTRY[name].inplace:
+    if registered(name).inplace:
         return core_(name)(input, *args, **kwargs)
     return input.copy_(core(name)(input, *args, **kwargs))
 

@@ -1,18 +1,32 @@
 """Helpers shared by the functional files: registry look-ups, argument tuples, loss reductions."""
 import collections.abc
+import sys
 import warnings
 
 from ember._registry import REGISTRY
 
 
+def registered(name):
+    """Registry op ``name`` (looked up per call: ember-core files are import-order free); an op this ember-core lacks
+    is a NotImplementedError naming the function that needs it, not a KeyError."""
+    try:
+        return REGISTRY[name]
+    except KeyError:
+        frame = sys._getframe(1)
+        while frame.f_back is not None and frame.f_globals.get("__name__") == __name__:
+            frame = frame.f_back
+        raise NotImplementedError(f"ember.nn.functional.{frame.f_code.co_name}() needs the op '{name}', which this "
+                                  "version of ember-core does not provide") from None
+
+
 def core(name):
-    """The public function of registry op ``name`` (looked up per call: ember-core files are import-order free)."""
-    return REGISTRY[name].fn
+    """The public function of registry op ``name``."""
+    return registered(name).fn
 
 
 def core_(name):
     """The in-place form of registry op ``name``."""
-    return REGISTRY[name].inplace_fn
+    return registered(name).inplace_fn
 
 
 def ntuple(value, n):

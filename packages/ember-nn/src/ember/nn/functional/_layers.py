@@ -1,4 +1,4 @@
-"""Linear, convolution, pooling, normalisation, dropout, embedding, padding and resampling functions."""
+"""Linear, convolution, pooling, normalisation, dropout, embedding, padding, shuffles, grid sampling and distances."""
 import math
 import warnings
 
@@ -19,8 +19,8 @@ __all__ = ["linear", "bilinear", "conv1d", "conv2d", "conv3d", "conv_transpose1d
            "instance_norm", "layer_norm", "group_norm", "rms_norm", "local_response_norm", "normalize", "dropout",
            "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout", "embedding",
            "embedding_bag", "one_hot", "pad", "unfold", "fold", "pixel_shuffle", "pixel_unshuffle",
-           "channel_shuffle", "native_channel_shuffle", "interpolate", "upsample", "upsample_nearest",
-           "upsample_bilinear", "affine_grid", "grid_sample", "cosine_similarity", "pairwise_distance", "pdist"]
+           "channel_shuffle", "native_channel_shuffle", "affine_grid", "grid_sample", "cosine_similarity",
+           "pairwise_distance", "pdist"]
 
 
 # ---- linear and convolution ---------------------------------------------------------------------
@@ -526,28 +526,6 @@ def channel_shuffle(input, groups):
 
 
 native_channel_shuffle = channel_shuffle
-
-
-def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None, recompute_scale_factor=None,
-                antialias=False):
-    return core("interpolate")(input, size, scale_factor, mode, align_corners, recompute_scale_factor, antialias)
-
-
-def upsample(input, size=None, scale_factor=None, mode="nearest", align_corners=None):
-    warnings.warn("nn.functional.upsample is deprecated. Use nn.functional.interpolate instead.", stacklevel=2)
-    return interpolate(input, size, scale_factor, mode, align_corners)
-
-
-def upsample_nearest(input, size=None, scale_factor=None):
-    warnings.warn("nn.functional.upsample_nearest is deprecated. Use nn.functional.interpolate instead.",
-                  stacklevel=2)
-    return interpolate(input, size, scale_factor, mode="nearest")
-
-
-def upsample_bilinear(input, size=None, scale_factor=None):
-    warnings.warn("nn.functional.upsample_bilinear is deprecated. Use nn.functional.interpolate instead.",
-                  stacklevel=2)
-    return interpolate(input, size, scale_factor, mode="bilinear", align_corners=True)
 
 
 def _align_warning(align_corners):
