@@ -206,11 +206,13 @@ def asarray(obj, *, dtype=None, device=None, copy=None, requires_grad=False):
 
 @factory("from_numpy")
 def from_numpy(ndarray):
-    """A tensor sharing memory with a NumPy array."""
+    """A tensor sharing memory with a NumPy array. Instances of ndarray subclasses (np.memmap and its slices,
+    np.matrix, masked arrays: their data, as PyTorch) are held as plain ndarray views of the same memory: ember tells
+    host arrays by their exact type."""
     if not isinstance(ndarray, np.ndarray):
         raise TypeError(f"expected np.ndarray (got {type(ndarray).__name__})")
     D.from_np(ndarray.dtype)
-    return Tensor._wrap(ndarray)
+    return Tensor._wrap(ndarray if type(ndarray) is np.ndarray else ndarray.view(np.ndarray))
 
 
 def _range_dtype(values, dtype):
