@@ -594,8 +594,7 @@ def _coo_dense(s):
     keys = _wrap(_keys(xp, s._idx._data, shape[:sd]))
     val = s._val
     flat = val.new_zeros((math.prod(shape[:sd]),) + shape[sd:])
-    flat = flat.index_copy(0, keys, val) if s._coal else flat.index_add(0, keys, val)
-    return flat.reshape(shape)
+    return flat.index_add(0, keys, val).reshape(shape)  # (adds: a tensor flagged coalesced may hold duplicates)
 
 
 def to_sparse(self, sparse_dim=None, *, layout=None, blocksize=None, dense_dim=None):
@@ -885,7 +884,7 @@ def hspmm(mat1, mat2):
     prod = _spmm(s, mat2, "hspmm", True)
     xp = _backend.xp_of(s._idx._data)
     rows = xp.unique(s._idx._data[0])
-    return _coo(_wrap(rows[None]), prod.index_select(0, _wrap(rows)), Size(prod.shape), True)
+    return _coo(_wrap(rows[None]), prod.index_select(0, _wrap(rows)), Size(prod.shape), False)
 
 
 def _need_sparse(x, name):
@@ -964,6 +963,8 @@ def _add(input, other, *, alpha=1):
         return _add(input.to_sparse_coo(), other.to_sparse_coo(), alpha=alpha).to_sparse_csr()
     from . import _ops
     ov = other._val * alpha if alpha != 1 else other._val
+    if input._same_pattern(other):  # the same indices (s + s): the values add, as PyTorch's
+        return input._rebuilt(input._val + ov)
     values = _ops.shape.cat.fn([input._val, ov])
     idx = _backend.xp_of(input._idx._data).concatenate([input._idx._data, other._idx._data], axis=1)
     r = _coo(_wrap(idx), values, input.shape, False)
@@ -1030,7 +1031,9 @@ def _reduce(s, dims, keepdim, dtype, dense_when_all):
     else:
         idx = idx[keep]
         shape = [n for d, n in enumerate(s.shape) if d not in dims]
-    return _coo(_wrap(idx), values, Size(shape), False).coalesce()
+    r = _coo(_wrap(idx), values, Size(shape), False).coalesce()
+    r._coal = not keepdim  # (PyTorch flags a keepdim sum uncoalesced, though it is)
+    return r
 
 
 def _transpose(input, dim0, dim1):
