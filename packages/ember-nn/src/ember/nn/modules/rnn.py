@@ -171,6 +171,8 @@ class RNNBase(Module):
         return (self.num_layers * (2 if self.bidirectional else 1), batch, size)
 
     def forward(self, input, hx=None):
+        if isinstance(hx, list) and self.mode == "LSTM":  # (h_0, c_0) may come as a list, as PyTorch allows
+            hx = tuple(hx)
         packed = isinstance(input, PackedSequence)
         if packed:
             from ..utils.rnn import pad_packed_sequence
@@ -313,6 +315,8 @@ class RNNCellBase(Module):
         name = type(self).__name__
         if input.dim() not in (1, 2):
             raise ValueError(f"{name}: Expected input to be 1D or 2D, got {input.dim()}D instead")
+        if isinstance(hx, list) and self.mode == "LSTM":  # (h, c) may come as a list, as PyTorch allows
+            hx = tuple(hx)
         states = hx if isinstance(hx, tuple) else (hx,)
         for h in states:
             if h is not None and h.dim() not in (1, 2):
