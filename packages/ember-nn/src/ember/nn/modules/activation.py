@@ -5,7 +5,7 @@ from .. import functional as F
 from .. import init
 from ..parameter import Parameter
 from ._utils import factory, inplace_str
-from .linear import Linear
+from .linear import NonDynamicallyQuantizableLinear
 from .module import Module
 
 __all__ = ["Threshold", "ReLU", "RReLU", "Hardtanh", "ReLU6", "Sigmoid", "Hardsigmoid", "Tanh", "SiLU", "Mish",
@@ -313,13 +313,6 @@ class Softmax2d(Module):
         return F.softmax(input, -3, _stacklevel=5)
 
 
-class _Projection(Linear):
-    """MultiheadAttention's output projection (PyTorch names it NonDynamicallyQuantizableLinear)."""
-
-    def _get_name(self):
-        return "NonDynamicallyQuantizableLinear"
-
-
 class MultiheadAttention(Module):
     """Attention over ``num_heads`` heads; inputs (L, N, E) or, with ``batch_first``, (N, L, E)."""
 
@@ -351,7 +344,7 @@ class MultiheadAttention(Module):
             self.in_proj_bias = Parameter(ember.empty(3 * embed_dim, **fk))
         else:
             self.register_parameter("in_proj_bias", None)
-        self.out_proj = _Projection(embed_dim, embed_dim, bias=bias, **fk)
+        self.out_proj = NonDynamicallyQuantizableLinear(embed_dim, embed_dim, bias=bias, **fk)
         if add_bias_kv:
             self.bias_k = Parameter(ember.empty((1, 1, embed_dim), **fk))
             self.bias_v = Parameter(ember.empty((1, 1, embed_dim), **fk))

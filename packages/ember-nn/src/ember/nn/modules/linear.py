@@ -1,4 +1,5 @@
-"""Identity, Linear, Bilinear and LazyLinear."""
+"""Identity, Linear, Bilinear, LazyLinear, and NonDynamicallyQuantizableLinear (MultiheadAttention's output
+projection; not exported by ``ember.nn``, as in PyTorch)."""
 import math
 
 import ember
@@ -49,6 +50,11 @@ class Linear(Module):
 
     def extra_repr(self):
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
+
+
+class NonDynamicallyQuantizableLinear(Linear):
+    """A Linear layer that dynamic quantization leaves alone: MultiheadAttention's ``out_proj``, whose weight its
+    forward reads directly rather than calling the layer."""
 
 
 class LazyLinear(LazyModuleMixin, Linear):
