@@ -15,6 +15,7 @@ from numpy import ndarray
 
 import ember
 from ember._backend import xp_of
+from ember._device import CPU
 from ember._dtype import FROM_NP
 from ember._parallel import MIN_SIZE as SPLIT_MIN
 from ember._parallel import ufunc
@@ -33,6 +34,79 @@ _FREED = ("Trying to backward through the graph a second time (or directly acces
 _LEGACY = {ember.float32: "torch.FloatTensor", ember.float64: "torch.DoubleTensor", ember.float16: "torch.HalfTensor",
            ember.bfloat16: "torch.BFloat16Tensor", ember.complex64: "torch.ComplexFloatTensor",
            ember.complex128: "torch.ComplexDoubleTensor"}
+
+_MODIFIED = "modified by an inplace operation"
+
+
+def _short_name(name):
+    """A node's name as PyTorch's version error prints it: ``MulBackward0`` -> ``Mul``, ``PowBackward1`` -> ``Pow1``."""
+    if name == "CopySlices":
+        return "torch::autograd::CopySlices"
+    return name[:-9] if name.endswith("Backward0") else name.replace("Backward", "")
+
+
+def _modified(data, now, expected, t=None):
+    """PyTorch's error for a saved tensor (array ``data``, tensor ``t`` when known) changed in place since it was
+    saved: it names the node the tensor now comes out of."""
+    fn = t.grad_fn if t is not None else None
+    dtype = FROM_NP[data.dtype]
+    source = ""
+    if fn is not None:
+        source = f", which is output {(t._ext or {}).get('out_idx', 0)} of {_short_name(fn.name())},"
+    return (f"one of the variables needed for gradient computation has been {_MODIFIED}: "
+            f"[{_LEGACY.get(dtype, str(dtype))} {list(data.shape)}]{source} is at version {now}; expected version "
+            f"{expected} instead. Hint: enable anomaly detection to find the operation that failed to compute its "
+            "gradient, with torch.autograd.set_detect_anomaly(True, check_nan=False).")
+
+
+class _Values:
+    """The array of an ``_Overwritten`` tensor: shape, dtype, strides and flags read as the saved array's; any use
+    of its values raises the version error."""
+
+    __slots__ = ("shape", "dtype", "ndim", "size", "itemsize", "nbytes", "strides", "flags", "_error")
+
+    def __init__(self, data, error):
+        self.shape, self.dtype, self.ndim, self.size = data.shape, data.dtype, data.ndim, data.size
+        self.itemsize, self.nbytes, self.strides, self.flags = data.itemsize, data.nbytes, data.strides, data.flags
+        self._error = error
+
+    def _refuse(self, *args, **kwargs):
+        raise RuntimeError(self._error)
+
+    def __getattr__(self, name):
+        self._refuse()
+
+    __array__ = __array_ufunc__ = __array_function__ = __getitem__ = __setitem__ = __iter__ = __len__ = _refuse
+    __float__ = __int__ = __index__ = __bool__ = __complex__ = _refuse
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __truediv__ = __rtruediv__ = __pow__ = _refuse
+    __rpow__ = __neg__ = __matmul__ = __rmatmul__ = __lt__ = __le__ = __gt__ = __ge__ = _refuse
+
+
+class _Overwritten(Tensor):
+    """Stands in for a saved tensor that was changed in place after its node saved it (see ``Node.args``)."""
+
+    __slots__ = ("_device",)
+
+    def __init__(self, data, error):
+        self._data, self._version, self._device = _Values(data, error), [0], _meta(data)[2] or CPU
+        self._base = self.grad = self.grad_fn = self._ext = None
+        self._rg = False
+
+    device = property(lambda self: self._device)
+    is_cuda = property(lambda self: self._device.type == "cuda")
+    is_cpu = property(lambda self: self._device.type == "cpu")
+
+    def get_device(self):
+        return self._device.index if self.is_cuda else -1
+
+
+def _replace(x, stand_ins):
+    """``x`` (a call's arguments) with the tensors named in ``stand_ins`` (by id) replaced."""
+    if isinstance(x, Tensor):
+        return stand_ins.get(id(x), x)
+    if isinstance(x, (list, tuple)):
+        return type(x)(_replace(v, stand_ins) for v in x)
+    return x
 
 
 def _output(data, version, node, index):
@@ -97,12 +171,14 @@ class Node:
     read, and ``saves_out`` False. Only what it reads is kept (and checked for in-place changes), so a graph
     holds no more memory than its backward needs."""
 
-    __slots__ = ("_vjp", "_name", "_ctx", "next_functions", "_in_meta", "_out_meta", "_structure", "_pos",
+    __slots__ = ("_vjp", "_ctx", "next_functions", "_in_meta", "_out_meta", "_structure", "_pos",
                  "_pre_hooks", "_hooks", "seq", "_metadata", "_trace", "materialize", "_args", "kwargs", "_outs",
                  "_single", "_inputs", "_versions", "_pargs", "_pout", "grad_donated", "__weakref__")
 
-    def __init__(self, name, vjp, args, kwargs, outputs, as_tuple=False, inputs=None):
-        self._vjp, self._name = vjp, name
+    _name = "Node"  # (each op's node is of a subclass named as PyTorch's: see _names)
+
+    def __init__(self, vjp, args, kwargs, outputs, as_tuple=False, inputs=None):
+        self._vjp = vjp
         self.seq = next(_seq)
         self._ctx = self._pre_hooks = self._hooks = self._trace = self._metadata = None
         self.materialize = True  # unused float outputs get zero gradients (custom Functions may opt out)
@@ -168,25 +244,19 @@ class Node:
             raise RuntimeError(_FREED)
         for (data, version), v in zip(self._outs, versions[1]):
             if version[0] != v:
-                self._raise(data.shape, data.dtype, version[0], v)
-
-    def _raise(self, shape, np_dtype, now, v):
-        dtype = FROM_NP[np_dtype]
-        raise RuntimeError(
-            f"one of the variables needed for gradient computation has been modified by an inplace "
-            f"operation: [{_LEGACY.get(dtype, str(dtype))} {list(shape)}], which is output 0 of "
-            f"{self._name}, is at version {now}; expected version {v} instead. Hint: enable anomaly detection to "
-            "find the operation that failed to compute its gradient, with torch.autograd.set_detect_anomaly(True).")
+                raise RuntimeError(_modified(data, version[0], v, None))
 
     @property
     def args(self):
-        """The call's arguments (checked: none changed in place since the call)."""
+        """The call's arguments. One changed in place since the call stands in as an ``_Overwritten`` tensor: its
+        metadata still reads, its values raise PyTorch's error (PyTorch keeps the sizes a formula needs apart from
+        the tensors it saves, so only a formula that reads values fails)."""
         versions = self._versions
         if versions is None:
             raise RuntimeError(_FREED)
-        for t, v in zip(self._inputs, versions[0]):  # (_check(0) inlined: every VJP reads its arguments)
+        for t, v in zip(self._inputs, versions[0]):  # (inlined: every VJP reads its arguments)
             if t._version[0] != v:
-                self._raise(t._data.shape, t._data.dtype, t._version[0], v)
+                return self._overwritten_args()
         if _MODE.enabled:
             return self._args
         pargs = self._pargs
@@ -194,12 +264,42 @@ class Node:
             pargs = self._pargs = _detached(self._args)
         return pargs
 
+    def _overwritten_args(self):
+        stand_ins = {}
+        for t, v in zip(self._inputs, self._versions[0]):
+            now = t._version[0]
+            if now != v:
+                if not isinstance(t, Tensor):  # the metadata of a packed tensor (graph.saved_tensors_hooks)
+                    raise RuntimeError(_modified(t._data, now, v, None))
+                stand_ins[id(t)] = _Overwritten(t._data, _modified(t._data, now, v, t))
+        args = _replace(self._args, stand_ins)
+        return args if _MODE.enabled else _detached(args)
+
+    def _modified_error(self):
+        """The version error of the first saved tensor changed in place since the call, None if none was."""
+        versions = self._versions
+        if versions is not None:
+            for t, v in zip(self._inputs, versions[0]):
+                if t._version[0] != v:
+                    return _modified(t._data, t._version[0], v, t if isinstance(t, Tensor) else None)
+            for (data, version), v in zip(self._outs, versions[1]):
+                if version[0] != v:
+                    return _modified(data, version[0], v)
+        return None
+
     @property
     def out(self):
-        """The call's result (checked: not changed in place since the call)."""
-        self._check_out()
+        """The call's result (one changed in place since the call stands in as in ``args``)."""
+        versions = self._versions
+        if versions is None:
+            raise RuntimeError(_FREED)
         if not self._outs:
             raise RuntimeError(f"the VJP of {self._name} reads ctx.out but is marked as not saving it")
+        for (data, version), v in zip(self._outs, versions[1]):
+            if version[0] != v:
+                outs = [Tensor._wrap(data) if version[0] == v else _Overwritten(data, _modified(data, version[0], v))
+                        for (data, version), v in zip(self._outs, versions[1])]
+                return outs[0] if self._single else tuple(outs)
         if _MODE.enabled:
             outs = [_output(data, version, self, i) for i, (data, version) in enumerate(self._outs)]
             return outs[0] if self._single else tuple(outs)
@@ -260,7 +360,15 @@ class Node:
         ctx = self._ctx or self
         if ctx._versions is None:
             raise RuntimeError(_FREED)
-        result = self._vjp(ctx, *grads)
+        try:
+            result = self._vjp(ctx, *grads)
+        except Exception as e:
+            # a VJP that used the values of a saved tensor changed in place (see ``args``) may fail on some other
+            # path first (one for device arrays, say): it gets the version error all the same
+            error = self._modified_error()
+            if error is None or isinstance(e, RuntimeError) and _MODIFIED in str(e):
+                raise
+            raise RuntimeError(error) from None
         if type(result) is not tuple and not isinstance(result, (tuple, list)):
             result = (result,)
         if self._structure is None:  # the VJP already returns one gradient per edge
@@ -308,9 +416,9 @@ class AccumulateGrad(Node):
     weakly, so neither keeps the other in a reference cycle; a leaf nobody holds any more takes no gradient."""
 
     __slots__ = ("_variable", "_post_hooks")
+    _name = "AccumulateGrad"
 
     def __init__(self, variable):
-        self._name = "AccumulateGrad"
         self._variable = weakref.ref(variable)
         self.seq = -1
         self.next_functions = ()

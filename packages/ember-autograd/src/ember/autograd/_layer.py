@@ -1,26 +1,17 @@
 """The autograd dispatcher layer: records a graph node for every differentiable call that has an
 input requiring grad, and handles in-place ops (including in-place changes through views)."""
 import inspect
+import weakref
 
 from ember._tensor import Tensor
 
 from . import anomaly_mode, grad_mode
-from ._engine import Node, _flat_tensors, accumulator, edge_of
+from ._engine import _flat_tensors, accumulator, edge_of
+from ._names import node_type, node_type_of
 
 _OUT_ERROR = ("{}(): functions with out=... arguments don't support automatic differentiation, but one of the "
               "arguments requires grad.")
-_NAMES = {"__getitem__": "Index", "__setitem__": "IndexPut", "_to_copy": "ToCopy", "sum_to_size": "SumToSize"}
-
-
-_node_names = {}
-
-
-def node_name(op):
-    name = _node_names.get(op)
-    if name is None:
-        base = _NAMES.get(op.name) or "".join(p.capitalize() for p in op.name.strip("_").split("_"))
-        name = _node_names[op] = f"{base}Backward0"
-    return name
+_node_types = {}  # op -> the class of its nodes, for the ops whose node name does not depend on the call
 
 
 def _missing_vjp(op):
@@ -57,7 +48,7 @@ def autograd_layer(call, call_next):
     _refuse_inference(tensors)
     op, kwargs, call_mode = call.op, call.kwargs, call.mode
     args, inputs = call.args, tensors
-    target = None
+    target = before = None
     if call_mode is not None:
         if call_mode == "out":
             raise RuntimeError(_OUT_ERROR.format(op.name))
@@ -67,18 +58,22 @@ def autograd_layer(call, call_next):
         base = target._base
         if base is not None and base.grad_fn is None and base._rg:
             raise RuntimeError("a view of a leaf Variable that requires grad is being used in an in-place operation.")
+        # the versions of what the call reads, before it writes (an input may share the target's counter: y.mul_(y))
+        before = {id(t._version): t._version[0] for t in tensors}
     if kwargs:
         args, kwargs, inputs = _bind_tensor_kwargs(op, args, kwargs)
         call.args, call.kwargs = args, kwargs
     if target is not None:
         args = (_snapshot(target),) + tuple(args[1:])
         inputs = [args[0]] + inputs[1:] if inputs is not None else None
-    return record(op, args, kwargs, call_next(call), _flat_tensors(args) if inputs is None else inputs, target)
+    return record(op, args, kwargs, call_next(call), _flat_tensors(args) if inputs is None else inputs, target,
+                  before)
 
 
-def record(op, args, kwargs, result, inputs=None, target=None):
+def record(op, args, kwargs, result, inputs=None, target=None, before=None):
     """Make the node of a call that has run and join its outputs to it. The layer above passes the call's tensors
-    ``inputs`` (``target``: what an in-place call wrote); without them this is the dispatcher's recorder
+    ``inputs`` (``target``: what an in-place call wrote, ``before``: the version of each counter before it wrote);
+    without them this is the dispatcher's recorder
     (``_dispatch.RECORD``) for an out-of-place call, which finds them (inference mode, which would mark the result,
     forces the layers, so it is not met here)."""
     if inputs is None:
@@ -102,17 +97,19 @@ def record(op, args, kwargs, result, inputs=None, target=None):
                     break
     if not op.differentiable:
         return result
-    name = _node_names.get(op) or node_name(op)
+    cls = _node_types.get(op)
+    if cls is None:
+        cls = node_type_of(op, args, kwargs, result, _node_types)
     if type(result) is Tensor:
-        node = Node(name, op.vjp_fn or _missing_vjp(op), args, kwargs, (result,), False, inputs)
+        node = cls(op.vjp_fn or _missing_vjp(op), args, kwargs, (result,), False, inputs)
         outputs = None
     else:
         outputs = _flat_tensors(result)
-        node = Node(name, op.vjp_fn or _missing_vjp(op), args, kwargs, outputs, isinstance(result, tuple), inputs)
+        node = cls(op.vjp_fn or _missing_vjp(op), args, kwargs, outputs, isinstance(result, tuple), inputs)
     if _ANOMALY.enabled:
         node._trace = anomaly_mode.forward_trace()
-    if target is not None and target._base is not None and _chain(target) is not None:
-        _rebase_view(target, node)
+    if target is not None:
+        _record_in_place(node, target, before)
         return result
     if outputs is None and op.constant_outputs is None:  # one result: a float one joins the graph
         if result._data.dtype.kind in "fcV":
@@ -120,6 +117,8 @@ def record(op, args, kwargs, result, inputs=None, target=None):
             result.grad_fn = node
             if result._ext is not None and "out_idx" in result._ext:
                 attach(result, node, 0)
+            if op.view and result._base is not None:
+                _register_view(result)
         return result
     # an op may name outputs of this call that carry no gradient (svd's zero-filled U and V without compute_uv)
     constant = op.constant_outputs(args, kwargs) if op.constant_outputs is not None else ()
@@ -128,7 +127,29 @@ def record(op, args, kwargs, result, inputs=None, target=None):
     for i, o in enumerate(outputs or (result,)):
         if o._data.dtype.kind in "fcV" and i not in constant:  # floating and complex dtypes
             attach(o, node, i)
+            if op.view and o._base is not None:
+                _register_view(o)
     return result
+
+
+def _record_in_place(node, target, before):
+    """Join an in-place call's node to the graph: the target's history becomes the node (through its base's when
+    the target is a view), and every other view of the same memory becomes a view of that new history."""
+    versions = node._versions[0]
+    for i, t in enumerate(node._inputs):
+        versions[i] = before.get(id(t._version), versions[i])
+    if target._base is not None and _chain(target) is not None:
+        _rebase_view(target, node)
+    elif target._data.dtype.kind in "fcV":
+        attach(target, node, 0)
+    base = target._base if target._base is not None else target
+    views = base._ext.get("views") if base._ext is not None else None
+    for ref in views or ():
+        view = ref()
+        if view is not None and view is not target and view._version is base._version:
+            chain = _chain(view)
+            if chain is not None:
+                attach(view, _view_of_new_base(base, chain, view), 0)
 
 
 def _refuse_inference(tensors):
@@ -182,6 +203,20 @@ def _bind_tensor_kwargs(op, args, kwargs):
 
 
 # ---- in-place changes through views -----------------------------------------------------------------
+def _register_view(view):
+    """Remember a view that carries gradient on its base (weakly), so that an in-place change of the base or of
+    another of its views gives it the new history, as PyTorch regenerates a view's grad_fn."""
+    base = view._base
+    if base._ext is None:
+        base._ext = {}
+    views = base._ext.get("views")
+    if views is None:
+        views = base._ext["views"] = []
+    elif len(views) % 32 == 31:  # (views die often: drop the dead references now and then)
+        views[:] = [r for r in views if r() is not None]
+    views.append(weakref.ref(view))
+
+
 def _chain(view):
     """The ops that made ``view`` from its base, outermost last; None if one of them is not replayable."""
     steps = []
@@ -218,20 +253,24 @@ def _rebase_view(view, inplace_node):
         region.copy_(grads[0] if grads[0] is not None else region * 0)
         return [g_old] + grads[1:]
 
-    node = Node("CopySlices", copy_slices, (_history_of(base),), {}, [base])
+    node = node_type("CopySlices")(copy_slices, (_history_of(base),), {}, [base])
     # the in-place op's other inputs keep their own edges: the VJP above returns one gradient per edge
     extra = list(zip(inplace_node.next_functions, inplace_node._in_meta))[1:]
     node.next_functions += tuple(e for e, _ in extra)
     node._in_meta += [m for _, m in extra]
     node._structure = None
     attach(base, node, 0)
+    attach(view, _view_of_new_base(base, chain, view), 0)
 
-    def view_of_new_base(ctx, g):
+
+def _view_of_new_base(base, chain, view):
+    """The node of ``view`` (made from ``base`` by ``chain``) as a view of the base's present history."""
+    def vjp(ctx, g):
         full = g.new_zeros(base.shape)
         replay(chain, full).copy_(g)
         return [full]
 
-    attach(view, Node(node_name(chain[-1][0]), view_of_new_base, (base,), {}, [view]), 0)
+    return node_type("AsStridedBackward0")(vjp, (base,), {}, [view])
 
 
-__all__ = ["autograd_layer", "edge_of", "node_name", "record"]
+__all__ = ["autograd_layer", "edge_of", "record"]

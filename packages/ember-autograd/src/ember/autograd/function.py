@@ -84,7 +84,7 @@ class Function:
                                    f"(expected {n_inputs}, got {len(result)})")
             return result[:n_inputs]
 
-        node = Node(f"{cls.__name__}Backward", vjp, args, kwargs, outputs)
+        node = _backward_type(cls)(vjp, args, kwargs, outputs)
         node.materialize = ctx._materialize
         skip = {id(t) for t in ctx._non_differentiable}
         from ._layer import attach
@@ -92,6 +92,23 @@ class Function:
             if id(o) not in skip and (o.dtype.is_floating_point or o.dtype.is_complex):
                 attach(o, node, i)
         return out
+
+
+class BackwardCFunction(Node):
+    """The base of the node classes of custom Functions: ``F``'s nodes are ``FBackward`` objects, as in PyTorch."""
+
+    __slots__ = ()
+
+
+def _backward_type(cls):
+    """``<Name>Backward``, the node class of Function ``cls`` (one per class; ``_forward_cls`` names it back)."""
+    node_cls = cls.__dict__.get("_backward_cls")
+    if node_cls is None:
+        node_cls = type(f"{cls.__name__}Backward", (BackwardCFunction,),
+                        {"__slots__": (), "_name": f"{cls.__name__}Backward", "_forward_cls": cls,
+                         "__module__": __name__})
+        cls._backward_cls = node_cls
+    return node_cls
 
 
 def _overrides(cls, name):
