@@ -72,6 +72,7 @@ CONSTRUCT = {
     "empty": lambda m: m.sparse_coo_tensor(m.zeros(2, 0, dtype=m.int64), m.zeros(0), (2, 3)),
     "empty_inferred": lambda m: m.sparse_coo_tensor(m.zeros(2, 0, dtype=m.int64), m.zeros(0)),
     "one_entry": lambda m: m.sparse_coo_tensor([[1], [2]], [7.0], (2, 3)),
+    "legacy": lambda m: m.sparse.FloatTensor(m.tensor(I), m.tensor(V), m.Size([2, 3])),
     "csr": lambda m: m.sparse_csr_tensor(m.tensor([0, 1, 3]), m.tensor([2, 0, 2]), m.tensor([1.0, 2.0, 3.0]), (2, 3)),
     "csr_inferred": lambda m: m.sparse_csr_tensor([0, 1, 3], [2, 0, 2], [1.0, 2.0, 3.0]),
     "csr_int32": lambda m: m.sparse_csr_tensor(m.tensor([0, 1, 3], dtype=m.int32), m.tensor([2, 0, 2], dtype=m.int32),
