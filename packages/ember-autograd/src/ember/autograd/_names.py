@@ -37,7 +37,8 @@ FIXED = {
     "arctan2": "Atan2Backward0", "fix": "TruncBackward0", "swapaxes": "TransposeBackward0",
     "swapdims": "TransposeBackward0", "expand_as": "ExpandBackward0", "broadcast_to": "ExpandBackward0",
     "concat": "CatBackward0", "concatenate": "CatBackward0", "narrow": "SliceBackward0", "msort": "SortBackward0",
-    "linalg_diagonal": "DiagonalBackward0", "copy_": "CopyBackwards", "_to_copy": "ToCopyBackward0",
+    "linalg_diagonal": "DiagonalBackward0", "ravel": "ViewBackward0", "copy_": "CopyBackwards",
+    "_to_copy": "ToCopyBackward0",
     # computed by another ATen function (the node of its result)
     "flipud": "FlipBackward0", "fliplr": "FlipBackward0", "tile": "RepeatBackward0",
     "take_along_dim": "GatherBackward0", "cross": "LinalgCrossBackward0", "linalg_inv": "LinalgInvExBackward0",
@@ -49,7 +50,7 @@ FIXED = {
     "fft_rfftn": "FftR2CBackward0", "fft_ihfft": "ConjBackward0", "hstack": "CatBackward0", "vstack": "CatBackward0",
     "row_stack": "CatBackward0", "dstack": "CatBackward0", "column_stack": "CatBackward0",
     "tensor_split": "SliceBackward0", "hsplit": "SliceBackward0", "vsplit": "SliceBackward0",
-    "dsplit": "SliceBackward0", "unsafe_chunk": "UnsafeSplitBackward0", "chunk": "SplitBackward0",
+    "dsplit": "SliceBackward0",
     "meshgrid": "ExpandBackward0", "diagflat": "DiagEmbedBackward0", "outer": "MulBackward0", "ger": "MulBackward0",
     "linalg_vecdot": "SumBackward1", "cosine_similarity": "SumBackward1", "pairwise_distance": "NormBackward1",
     "frobenius_norm": "NormBackward1", "square": "PowBackward0", "softsign": "DivBackward0",
@@ -113,8 +114,7 @@ def _squeeze(op_name, args, kwargs, result):
 
 def _view(op_name, args, kwargs, result):
     """reshape and its kin: a view of the input, else a copy (PyTorch's _unsafe_view of a clone)."""
-    r = result[0] if isinstance(result, tuple) else result
-    return "ViewBackward0" if r._base is not None else "UnsafeViewBackward0"
+    return "ViewBackward0" if result._base is not None or not result.numel() else "UnsafeViewBackward0"
 
 
 def _split(op_name, args, kwargs, result):
@@ -173,14 +173,22 @@ def _adaptive_avg(op_name, args, kwargs, result):
 
 
 def _sum_to_size(op_name, args, kwargs, result):
-    return "SumBackward1" if result.numel() != args[0].numel() else "ViewBackward0"
+    """A sum keeping the dimensions, then a view when leading ones go."""
+    return "ViewBackward0" if result.dim() < args[0].dim() else "SumBackward1"
+
+
+def _chunk(op_name, args, kwargs, result):
+    """chunk splits by a size, by sizes when the dimension is empty."""
+    dim = args[2] if len(args) > 2 else kwargs.get("dim", 0)
+    prefix = "UnsafeSplit" if op_name == "unsafe_chunk" else "Split"
+    return prefix + ("WithSizesBackward0" if args[0].shape[dim] == 0 else "Backward0")
 
 
 BY_CALL = {
     "sum": _reduction, "mean": _reduction, "prod": _reduction, "median": _reduction, "nanmedian": _reduction,
     "max": _max_min, "min": _max_min, "pow": _pow, "float_power": _pow, "clamp": _clamp, "clip": _clamp,
     "clamp_min": _overload(1, "min", 1), "clamp_max": _overload(1, "max", 1),
-    "remainder": _overload(1, "other", 0), "fmod": _overload(1, "other", 0), "copysign": _overload(1, "other", 0),
+    "remainder": _overload(1, "other", 1), "fmod": _overload(1, "other", 1), "copysign": _overload(1, "other", 0),
     "rsub": _overload(1, "other", 0), "lerp": _overload(2, "weight", 1), "masked_fill": _overload(2, "value", 1),
     "index_fill": _overload(3, "value", 1), "fill": _overload(1, "value", 1), "fill_": _overload(1, "value", 1),
     "round": lambda op_name, args, kwargs, result: "RoundBackward1" if _given(args, kwargs, 1, "decimals")
@@ -188,7 +196,8 @@ BY_CALL = {
     "sort": lambda op_name, args, kwargs, result: "SortBackward1" if _given(args, kwargs, 99, "stable")
     else "SortBackward0",
     "squeeze": _squeeze, "reshape": _view, "view_as": _view, "reshape_as": _view, "flatten": _view,
-    "unflatten": _view, "ravel": _view, "split": _split, "__getitem__": _getitem, "__setitem__": _setitem,
+    "unflatten": _view, "split": _split, "chunk": _chunk, "unsafe_chunk": _chunk, "__getitem__": _getitem,
+    "__setitem__": _setitem,
     "linear": _linear, "matmul": _matmul, "sum_to_size": _sum_to_size,
     "adaptive_avg_pool2d": _adaptive_avg, "adaptive_avg_pool3d": _adaptive_avg,
     **{name: _conv for name in ("conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
