@@ -1,0 +1,54 @@
+"""ember.nn.parallel: DataParallel and its parts (scatter, replicate, parallel_apply, gather), and
+DistributedDataParallel, which ember-distributed provides.
+
+This package extends its ``__path__`` like ``ember`` itself, so that another distribution (ember-distributed) can
+add modules to it, e.g. ``ember/nn/parallel/distributed.py``. ``DistributedDataParallel`` is looked up on first
+access: from that module if installed, else from ``ember.distributed``; without either, it is a placeholder whose
+construction names the package to install.
+"""
+import importlib
+import pkgutil
+
+__path__ = pkgutil.extend_path(__path__, __name__)
+
+from .data_parallel import DataParallel, data_parallel  # noqa: E402
+from .parallel_apply import parallel_apply  # noqa: E402
+from .replicate import replicate  # noqa: E402
+from .scatter_gather import gather, scatter  # noqa: E402
+
+__all__ = ["replicate", "scatter", "parallel_apply", "gather", "data_parallel", "DataParallel",
+           "DistributedDataParallel"]
+
+
+def _distributed_data_parallel():
+    """ember-distributed's DistributedDataParallel, or None when it is not installed."""
+    for name in (f"{__name__}.distributed", "ember.distributed"):
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as e:
+            if e.name not in (name, "ember.distributed"):  # (a missing dependency of an installed package: say so)
+                raise
+            continue
+        found = getattr(module, "DistributedDataParallel", None)
+        if found is not None:
+            return found
+    return None
+
+
+class _MissingDistributedDataParallel:
+    """Stands for DistributedDataParallel while ember-distributed is not installed: importing it works (as in
+    PyTorch), constructing it names the package."""
+
+    def __new__(cls, *args, **kwargs):
+        from ember._extensions import missing
+        raise missing("class", "ember.nn.parallel.DistributedDataParallel", "ember-distributed")
+
+
+def __getattr__(name):
+    if name == "DistributedDataParallel":
+        found = _distributed_data_parallel() or _MissingDistributedDataParallel
+        if found is not _MissingDistributedDataParallel:
+            globals()[name] = found  # (resolved once: later lookups are plain attribute reads)
+        return found
+    from ember._extensions import lazy_submodule
+    return lazy_submodule(__name__, name)
