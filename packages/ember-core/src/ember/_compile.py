@@ -15,6 +15,10 @@ BACKENDS = ("aot_eager", "aot_eager_decomp_partition", "aot_eager_decomp_partiti
 LISTED_BACKENDS = ("cudagraphs", "inductor", "openxla", "tvm")
 
 
+class InvalidBackend(RuntimeError):
+    """``compile`` was given a backend name PyTorch does not know (PyTorch's exception of that name)."""
+
+
 def compile(model=None, *, fullgraph=False, dynamic=None, backend="inductor", mode=None, options=None,
             name=None, disable=False, recompile_limit=None, isolate_recompiles=False, shapes_spec=None):
     """Return ``model`` (a module or a function) itself: ember runs eagerly, so there is nothing to compile.
@@ -29,7 +33,7 @@ def compile(model=None, *, fullgraph=False, dynamic=None, backend="inductor", mo
     if mode is not None and mode not in _MODES:
         raise RuntimeError(f"Unrecognized mode={mode}, should be one of: {', '.join(_MODES)}")
     if not callable(backend) and backend not in BACKENDS:
-        raise RuntimeError(f"Invalid backend: {backend!r}, see `ember.compiler.list_backends()` for available "
+        raise InvalidBackend(f"Invalid backend: {backend!r}, see `ember.compiler.list_backends()` for available "
                            "backends.")
     if dynamic is not None and not isinstance(dynamic, bool):
         raise AssertionError(f"Expected dynamic to be None or a bool, got {type(dynamic)}")

@@ -5,8 +5,9 @@ takes any setting (and reads back what was set) and nothing is compiled (see ``e
 """
 import types
 
+from .._compile import InvalidBackend
 from ..compiler import allow_in_graph, disable, is_compiling, list_backends, reset
 
-__all__ = ["config", "reset", "disable", "allow_in_graph", "is_compiling", "list_backends"]
+__all__ = ["config", "reset", "disable", "allow_in_graph", "is_compiling", "list_backends", "InvalidBackend"]
 
 config = types.SimpleNamespace(suppress_errors=False, cache_size_limit=8, recompile_limit=8, verbose=False)

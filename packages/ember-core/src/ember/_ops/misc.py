@@ -10,6 +10,7 @@ from .. import _dtype as D
 from .. import _promotion as P
 from .._random import _draws_for
 from .._registry import op
+from .._shared import is_shared, share_memory_
 from .._size import Size
 from .._tensor import Tensor
 from .activation import tname, up
@@ -309,17 +310,6 @@ def _cpu_only(t, name):
         raise TypeError(f"{name} is only implemented on CPU tensors")
     if t._rg:
         raise RuntimeError(f"{name} cannot be used on a tensor that requires grad")
-
-
-def share_memory_(self):
-    """No-op: ember's CPU tensors are NumPy arrays in process memory; to share one between processes, place it in
-    a ``multiprocessing.shared_memory`` buffer and wrap it with ``ember.from_numpy``."""
-    return self
-
-
-def is_shared(self):
-    """False: ember does not move tensors to shared memory (see ``share_memory_``)."""
-    return False
 
 
 def pin_memory(self, device=None):

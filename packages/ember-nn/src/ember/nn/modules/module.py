@@ -347,7 +347,8 @@ class Module:
         return self._apply(lambda t: ember.empty_like(t, device=device))
 
     def share_memory(self):
-        return self
+        """Move parameters, their gradients and buffers to shared memory (``Tensor.share_memory_``)."""
+        return self._apply(lambda t: t.share_memory_())
 
     # ---- state_dict -------------------------------------------------------------------------------
     def _save_to_state_dict(self, destination, prefix, keep_vars):
