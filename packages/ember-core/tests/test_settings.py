@@ -170,7 +170,7 @@ def test_map_and_apply_match_torch():
 
 def test_shared_and_pinned_memory_are_honest():
     e = ember.ones(3)
-    assert e.share_memory_() is e and e.is_shared() is False and e.is_pinned() is False
+    assert not e.is_shared() and e.share_memory_() is e and e.is_shared() is True and e.is_pinned() is False
     try:
         p = e.pin_memory()
     except RuntimeError:  # no CUDA driver here: PyTorch refuses the same way without a GPU
