@@ -179,7 +179,7 @@ def _call(module, name, args, kwargs):
         return getattr(module, name)(*args, **kwargs)
 
 
-_TORCH_NAMESPACE_OPS = {"bilinear", "embedding_bag", "pdist", "interpolate", "binary_cross_entropy_with_logits",
+_TORCH_NAMESPACE_OPS = {"bilinear", "embedding_bag", "pdist", "binary_cross_entropy_with_logits",
                         "kl_div", "poisson_nll_loss", "margin_ranking_loss", "hinge_embedding_loss",
                         "cosine_embedding_loss", "triplet_margin_loss"}
 

@@ -101,7 +101,7 @@ LAYERS = [
     ("Transformer(8, 2, 1, 1, 16, dropout=0.0)", [(5, 3, 8), (4, 3, 8)], True),
 ]
 
-_NEEDS = {"Bilinear": "bilinear", "EmbeddingBag": "embedding_bag", "Upsampl": "interpolate"}
+_NEEDS = {"Bilinear": "bilinear", "EmbeddingBag": "embedding_bag", "Upsampl": "_upsample"}
 
 
 def build(expr, namespace, dtype):

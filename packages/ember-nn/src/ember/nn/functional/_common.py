@@ -12,8 +12,10 @@ def registered(name):
     try:
         return REGISTRY[name]
     except KeyError:
-        frame = sys._getframe(1)
-        while frame.f_back is not None and frame.f_globals.get("__name__") == __name__:
+        frame = sys._getframe(1)  # the public function asking: past this module's and private helpers' frames
+        while frame.f_back is not None and (frame.f_globals.get("__name__") == __name__ or (
+                frame.f_code.co_name.startswith("_") and frame.f_back.f_globals.get("__name__", "").startswith(
+                    __package__))):
             frame = frame.f_back
         raise NotImplementedError(f"ember.nn.functional.{frame.f_code.co_name}() needs the op '{name}', which this "
                                   "version of ember-core does not provide") from None
