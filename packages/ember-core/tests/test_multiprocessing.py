@@ -65,6 +65,18 @@ def test_share_memory_in_place():
     assert b.dtype is ember.bfloat16 and b.tolist() == [1.5, -2.0]
 
 
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts open descriptors in /proc")
+def test_freed_shared_tensors_close_their_descriptors():
+    before = len(os.listdir("/proc/self/fd"))
+    tensors = [ember.ones(3).share_memory_() for _ in range(20)]
+    views = [t[1:] for t in tensors]
+    assert len(os.listdir("/proc/self/fd")) >= before + 20
+    del tensors
+    assert len(os.listdir("/proc/self/fd")) >= before + 20  # the views keep their segments mapped
+    del views
+    assert len(os.listdir("/proc/self/fd")) == before
+
+
 def test_shared_tensors_pickle_by_value_outside_multiprocessing():
     t = ember.arange(3.0).share_memory_()
     back = pickle.loads(pickle.dumps(t))

@@ -9,6 +9,11 @@ segment's file descriptor (multiprocessing passes it to the child, or hands it o
 queues) with the view's offset, shape and strides, and the receiver maps the same segment. A receiver maps
 each segment once, so views of one shared tensor sent separately still alias each other there.
 
+Each segment holds two file descriptors while it is mapped (its own, which is sent, and the private
+duplicate Python's mmap keeps): a process sharing thousands of tensors may need a higher ``ulimit -n``.
+A process that puts a shared tensor in a queue must live until the receiver has taken it out (the
+receiver fetches the descriptor from it), as with PyTorch.
+
 Tensors that are not shared pickle by copy, also through multiprocessing (PyTorch would move them into
 shared memory on the way; ember leaves the sender's tensor alone). Unlike PyTorch, which moves the whole
 storage, ``share_memory_`` moves this tensor's array only: views taken from it *before* the call keep
