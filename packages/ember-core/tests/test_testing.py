@@ -119,7 +119,7 @@ CASES = {
     "cplx64": "ac(T([1+1j, 2+2j], dtype=lib.complex64), T([1+1j, 2+2.5j], dtype=lib.complex64))",
     "f64": "ac(T([1., 2.], dtype=lib.float64), T([1., 2.000001], dtype=lib.float64))",
     "int8": "ac(T([-100, 100], dtype=lib.int8), T([100, -100], dtype=lib.int8))",
-    "grad": "ac(T([1.], requires_grad=True), T([2.]))",}
+}
 
 
 def _run(lib, expr):
@@ -142,6 +142,14 @@ def test_assert_close_matches_torch(name):
     want = _run(torch, CASES[name])
     got = _run(ember, CASES[name])
     assert got == (want[0], _in_ember_terms(want[1]))
+
+
+@pytest.mark.autograd
+def test_assert_close_ignores_requires_grad():
+    expr = "ac(T([1.], requires_grad=True), T([2.]))"
+    want = _run(torch, expr)
+    assert want[0] == "AssertionError" and _run(ember, expr) == want
+    ember.testing.assert_close(ember.ones(2, requires_grad=True), ember.ones(2))
 
 
 def test_assert_close_parameter_subclass():
