@@ -264,11 +264,14 @@ def _rebase_view(view, inplace_node):
 
 
 def _view_of_new_base(base, chain, view):
-    """The node of ``view`` (made from ``base`` by ``chain``) as a view of the base's present history."""
+    """The node of ``view`` (made from ``base`` by ``chain``) as a view of the base's present history: its VJP
+    differentiates the replayed view ops (an expanded view's gradient sums where elements repeat)."""
     def vjp(ctx, g):
-        full = g.new_zeros(base.shape)
-        replay(chain, full).copy_(g)
-        return [full]
+        from . import grad
+        create = _MODE.enabled
+        with grad_mode.enable_grad():
+            full = g.new_zeros(base.shape).requires_grad_()
+            return list(grad(replay(chain, full), full, g, create_graph=create))
 
     return node_type("AsStridedBackward0")(vjp, (base,), {}, [view])
 

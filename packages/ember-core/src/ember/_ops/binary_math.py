@@ -9,7 +9,7 @@ from .. import _dtype as D
 from .. import _kernels
 from .._registry import TORCH_NAME, elementwise
 from .._tensor import Tensor
-from .arithmetic import div, mul, pow_grads, sub
+from .arithmetic import div, mul, pow_grads, sub, wanted
 from .comparison import ge, gt, le, lt, ne, real_rule, where
 from .pointwise import alias, chain, compute_dtype, floating_rule, not_implemented, quiet, zeros_of
 
@@ -363,7 +363,8 @@ def addcmul(xp, a, b, c, *, value=1):
 def _(ctx, g):
     a, b, c = ctx.args
     v = ctx.kwargs.get("value", 1)
-    return g, chain(g, c * v), chain(g, b * v)
+    wb, wc = wanted(ctx)[1:]  # (a tensor factor is read only for the other's gradient, as in PyTorch)
+    return g, chain(g, c * v) if wb else None, chain(g, b * v) if wc else None
 
 
 @elementwise("addcdiv", rule=_addc_rule("addcdiv", True), scalars=False)
@@ -379,7 +380,8 @@ def addcdiv(xp, a, b, c, *, value=1):
 def _(ctx, g):
     a, b, c = ctx.args
     v = ctx.kwargs.get("value", 1)
-    return g, chain(g, v / c), chain(g, -v * b / (c * c))
+    wb, wc = wanted(ctx)[1:]
+    return g, chain(g, v / c) if wb else None, chain(g, -v * b / (c * c)) if wc else None
 
 
 # ---- other spellings of arithmetic and comparisons ---------------------------------------------
