@@ -1,5 +1,5 @@
 """ember-nn against PyTorch: training steps of an MLP and of the digits demo's CNN, an LSTM's forward and
-backward, and the peak resident memory of an MLP training loop."""
+backward, bilinear upsampling forward and backward, and the peak resident memory of an MLP training loop."""
 import os
 import subprocess
 import sys
@@ -100,6 +100,23 @@ def lstm_forward_backward():
         lstm = lib.nn.LSTM(128, 256, num_layers=2)
         inp = lib.tensor(x)
         out[name] = best("lstm(inp)[0].sum().backward()", repeat=3, lstm=lstm, inp=inp)
+    return out
+
+
+@benchmark("bilinear 2x upsampling of (8, 64, 64, 64) float32: forward+backward", goal=1.5)
+def interpolate_forward_backward():
+    import torch
+
+    import ember
+    out = {}
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((8, 64, 64, 64)).astype(np.float32)
+    g = rng.standard_normal((8, 64, 128, 128)).astype(np.float32)
+    for name, lib in (("ember", ember), ("torch", torch)):
+        inp, grad = lib.tensor(x).requires_grad_(), lib.tensor(g)
+        interpolate = lib.nn.functional.interpolate
+        out[name] = best("interpolate(inp, scale_factor=2, mode='bilinear').backward(grad); inp.grad = None",
+                         interpolate=interpolate, inp=inp, grad=grad)
     return out
 
 

@@ -28,8 +28,9 @@ _WIDTH = {"linear": 2, "cubic": 4, "lanczos": 6}
 _MODES = ("nearest", "nearest-exact") + tuple(_WIDTH)
 # PyTorch's cubic convolution constants: -0.75 (as OpenCV) plain, -0.5 (as Pillow) antialiased
 _CUBIC, _CUBIC_AA = -0.75, -0.5
-# Outputs per block of the banded products along the last dim (a map reading at most this many inputs is one block)
-_BLOCK = 64
+# Inputs a block of the banded products along the last dim reads, about (a map of at most this many inputs is one
+# block): wider bands multiply more zeros, narrower ones make more, smaller products
+_BAND = 64
 # Elements from which the work is split over two threads (halves of the leading dim; NumPy releases the GIL)
 _SPLIT_MIN = 1 << 20
 
@@ -45,26 +46,22 @@ class _Taps:
         self.identity = self.size_in == self.size_out and bool((index[0] == np.arange(self.size_out)).all()) and (
             weight is None or bool((weight[0] == 1).all() and not weight[1:].any()))
 
-    @functools.cached_property
-    def dense(self):
-        """The map as a (size_out, size_in) matrix."""
-        m = np.zeros((self.size_out, self.size_in), np.float64)
-        cols = np.broadcast_to(np.arange(self.size_out), self.index.shape)
-        np.add.at(m, (cols, self.index), 1.0 if self.weight is None else self.weight)
-        return m
-
     @functools.lru_cache(maxsize=4)  # noqa: B019  (the maps are cached for good themselves)
     def bands(self, dtype):
-        """The dense map in blocks of outputs: ((first input, end, first output, end), transposed block) each; one
-        block when the map is short, else blocks of ``_BLOCK`` outputs (their inputs a narrow band)."""
-        dense = self.dense
-        step = self.size_out if self.size_in <= _BLOCK else _BLOCK
+        """The map as dense blocks of outputs: ((first input, end, first output, end), transposed block) each; one
+        block when the map is short, else blocks of outputs reading about ``_BAND`` inputs."""
+        width = self.index.shape[0]  # (inputs per output, at most)
+        step = self.size_out if self.size_in <= _BAND else max(8, (_BAND - width) * self.size_out // self.size_in)
+        weight = np.ones(self.index.shape) if self.weight is None else self.weight
         out = []
-        for j0 in range(0, self.size_out, step):
+        for j0 in range(0, self.size_out, step):  # (a loop over blocks of the dim)
             j1 = min(j0 + step, self.size_out)
-            used = np.flatnonzero(dense[j0:j1].any(axis=0))
-            i0, i1 = (int(used[0]), int(used[-1]) + 1) if used.size else (0, 1)
-            out.append(((i0, i1, j0, j1), np.ascontiguousarray(dense[j0:j1, i0:i1].T, dtype)))
+            index, w = self.index[:, j0:j1], weight[:, j0:j1]
+            used = index[w != 0]
+            i0, i1 = (int(used.min()), int(used.max()) + 1) if used.size else (0, 1)
+            block = np.zeros((i1 - i0, j1 - j0), np.float64)
+            np.add.at(block, (np.clip(index - i0, 0, i1 - i0 - 1), np.arange(j1 - j0)), np.where(w != 0, w, 0))
+            out.append(((i0, i1, j0, j1), block.astype(dtype)))
         return out
 
     @functools.cached_property
