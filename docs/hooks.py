@@ -1,13 +1,27 @@
-"""mkdocs hook: fills the ops reference (docs/ops.md) from ember's op registry at build time.
+"""mkdocs hooks: the tables made from ember's op registry, and the sources mkdocstrings reads.
 
-The table is made from the registry itself, so it lists exactly the ops of the installed packages
-and cannot drift from the code. Docstrings are free text (``|x|``, ``a * b``, ``[min, max]``), so
-every cell is emitted as HTML with markdown's special characters written as entities.
+The ops reference (docs/ops.md) and the function table of docs/api/special.md are made from the registry
+itself at build time, so they list exactly the ops of the installed packages and cannot drift from the code.
+Docstrings are free text (``|x|``, ``a * b``, ``[min, max]``), so every cell is emitted as HTML with
+markdown's special characters written as entities.
+
+mkdocstrings reads the code statically (griffe), and griffe stops at the first ``ember`` folder holding an
+``__init__.py``: ember-core's. The other packages add their subpackages (``ember.nn``, ...) to that import
+name from their own folders, which griffe would not see. So the build merges every package's ``src/ember``
+into one tree of links and points mkdocstrings there.
 """
 import html
 import re
+import shutil
+import tempfile
+from pathlib import Path
+
+from mkdocs.plugins import event_priority
 
 MARKER = "<!-- ember-ops-table -->"
+SPECIAL_MARKER = "<!-- ember-special-table -->"
+PACKAGES = Path(__file__).resolve().parents[1] / "packages"
+_merged = []  # the merged source trees of this build, removed after it
 
 
 def _text(s):
@@ -66,9 +80,67 @@ def ops_table():
     return "\n".join(lines)
 
 
+def special_table():
+    """ember.special's functions: one row per function, its aliases in the same row."""
+    import ember.special
+    from ember._registry import REGISTRY
+
+    ops = {id(op.fn): op for op in REGISTRY.values()}
+    names = {}
+    for name in ember.special.__all__:
+        fn = getattr(ember.special, name)
+        if name != "Tensor":
+            names.setdefault(id(fn), (fn, []))[1].append(name)
+    count = sum(len(aliases) for _, aliases in names.values())
+    lines = [f"{len(names)} functions under {count} names, ember-special {_text(ember.special.__version__)}.", "",
+             "| function | also spelled | gradient | description |", "| --- | --- | --- | --- |"]
+    for fn, aliases in sorted(names.values(), key=lambda entry: entry[1][0]):
+        op = ops.get(id(fn))
+        spelled = _spellings(op) if op is not None and (op.function or op.method) else ""
+        gradient = _gradient(op) if op is not None else "as the op it wraps"
+        lines.append(f"| {'<br>'.join(_code(f'ember.special.{a}') for a in aliases)} | {spelled} | {gradient} "
+                     f"| {_doc(op.doc if op is not None else fn.__doc__ or '')} |")
+    return "\n".join(lines + [""])
+
+
+TABLES = {"ops.md": (MARKER, ops_table), "api/special.md": (SPECIAL_MARKER, special_table)}
+
+
 def on_page_markdown(markdown, page, config, files, **kwargs):
-    if page.file.src_uri != "ops.md":
+    if page.file.src_uri not in TABLES:
         return markdown
-    if MARKER not in markdown:
-        raise ValueError(f"docs/ops.md lost its marker {MARKER}")
-    return markdown.replace(MARKER, ops_table())
+    marker, make = TABLES[page.file.src_uri]
+    if marker not in markdown:
+        raise ValueError(f"docs/{page.file.src_uri} lost its marker {marker}")
+    return markdown.replace(marker, make())
+
+
+def _merge_sources():
+    """A folder whose ``ember/`` links every package's modules (ember-core's files win where two hold one)."""
+    tree = Path(tempfile.mkdtemp(prefix="ember-docs-src-"))
+    sources = sorted(PACKAGES.glob("*/src"), key=lambda src: (src.parent.name != "ember-core", src.parent.name))
+    for src in sources:
+        for path in sorted(src.rglob("*.py")):
+            dest = tree / path.relative_to(src)
+            if "__pycache__" not in path.parts and not dest.exists():
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                dest.symlink_to(path)
+    return tree
+
+
+@event_priority(100)  # before mkdocstrings reads its handler options
+def on_config(config, **kwargs):
+    tree = _merge_sources()
+    _merged.append(tree)
+    python = config["plugins"]["mkdocstrings"].config["handlers"].setdefault("python", {})
+    python["paths"] = [str(tree)]
+    return config
+
+
+def on_post_build(config, **kwargs):
+    while _merged:
+        shutil.rmtree(_merged.pop(), ignore_errors=True)
+
+
+def on_build_error(error, **kwargs):
+    on_post_build(None)
