@@ -2,12 +2,17 @@
 randn, randint, randperm, normal, bernoulli, multinomial, poisson) and the in-place samplers
 (``uniform_``, ``normal_``, ``random_``, ...).
 
-A CPU generator is NumPy's PCG64 bit generator; its state (seed, PCG64 state and increment, buffered
-32-bit half) is encoded in a 48-byte uint8 tensor. A CUDA generator is, like PyTorch's, a seed and an
-offset (16 bytes): each draw makes a CuPy Philox ``RandomState`` keyed by (seed, offset) and bumps the
-offset, so that the state round-trips exactly without reading curand's device-side state. Streams are
-reproducible for a seed but not bitwise equal to PyTorch's. ``import ember`` never imports CuPy: the CUDA
-default generators are made on first use and take the seed of the last ``manual_seed``.
+A CPU generator is PyTorch's: ``std::mt19937`` seeded with the seed, and every sampler transforms its draws as
+PyTorch's CPU kernels do (``ember._mt19937``), so that a seed gives PyTorch's numbers and ``get_rng_state`` its
+5056-byte state, which either library can load to continue the other's stream. Samplers fill a tensor in the
+order PyTorch's kernels do: in memory order, which for a tensor made like a non-contiguous one (``rand_like``,
+dropout masks) is that tensor's. Poisson and binomial samples come from NumPy's samplers on the same Mersenne
+Twister: reproducible for a seed, not PyTorch's numbers.
+A CUDA generator is, like PyTorch's, a seed and an offset (16 bytes): each draw makes a CuPy Philox
+``RandomState`` keyed by (seed, offset) and bumps the offset, so that the state round-trips exactly without
+reading curand's device-side state; its streams are reproducible for a seed but not PyTorch's. ``import
+ember`` never imports CuPy: the CUDA default generators are made on first use and take the seed of the last
+``manual_seed``.
 """
 import math
 import operator
@@ -18,6 +23,7 @@ import numpy as np
 
 from . import _backend, _device
 from . import _dtype as D
+from . import _mt19937 as MT
 from . import _promotion as P
 from ._device import as_device
 from ._factory import _check_sizes, _like_kw, _place, get_default_device, size_args, zeros_like
@@ -35,8 +41,7 @@ _DIGITS = {D.float16: 11, D.bfloat16: 8, D.float32: 24, D.float64: 53}  # mantis
 _CNAME = {D.bool: "bool", D.uint8: "unsigned char", D.int8: "signed char", D.int16: "short", D.int32: "int",
           D.int64: "long int", D.float16: "c10::Half", D.bfloat16: "c10::BFloat16", D.float32: "float",
           D.float64: "double", D.complex64: "c10::complex<float>", D.complex128: "c10::complex<double>"}
-_CPU_STATE = (8, 16, 16, 4, 4)  # seed, PCG64 state, PCG64 increment, has_uint32, uinteger (bytes each)
-_CUDA_STATE = (8, 8)  # seed, offset
+_CUDA_STATE = (8, 8)  # seed, offset (bytes each)
 
 
 def _check_seed(seed):
@@ -62,13 +67,14 @@ class Generator:
         if dev.type == "meta":
             raise RuntimeError("META device type not an accelerator.")
         self.device = dev if dev.type == "cpu" else _device.device("cuda", _cuda_index(dev))
+        self._stream = MT.Stream(_DEFAULT_SEED) if dev.type == "cpu" else None
         self.manual_seed(_DEFAULT_SEED)
 
     def manual_seed(self, seed):
         """Restart the stream from ``seed``; returns the generator."""
         self._seed = _check_seed(seed)
-        if self.device.type == "cpu":
-            self._np = np.random.Generator(np.random.PCG64(self._seed))
+        if self._stream is not None:
+            self._stream.reseed(self._seed)
         else:
             self._offset = 0
         return self
@@ -83,44 +89,42 @@ class Generator:
         return self._seed
 
     def get_state(self):
-        """The state as a uint8 CPU tensor (for ``set_state``)."""
-        if self.device.type == "cpu":
-            st = self._np.bit_generator.state
-            values = (self._seed, st["state"]["state"], st["state"]["inc"], st["has_uint32"], st["uinteger"])
-        else:
-            values = (self._seed, self._offset)
-        raw = b"".join(v.to_bytes(n, "little") for v, n in zip(values, self._layout()))
+        """The state as a uint8 CPU tensor (for ``set_state``): PyTorch's bytes for a CPU generator."""
+        if self._stream is not None:
+            return Tensor._wrap(self._stream.to_bytes())
+        raw = b"".join(v.to_bytes(n, "little") for v, n in zip((self._seed, self._offset), _CUDA_STATE))
         return Tensor._wrap(np.frombuffer(raw, np.uint8).copy())
 
     def set_state(self, new_state):
-        """Restore a state from ``get_state``; returns the generator."""
+        """Restore a state from ``get_state`` (or PyTorch's ``get_state`` for a CPU one); returns the generator."""
         if not isinstance(new_state, Tensor):
             raise TypeError(f"expected a ember.ByteTensor, but got {type(new_state).__name__}")
         if new_state.dtype is not D.uint8:
             raise TypeError("RNG state must be a ember.ByteTensor")
-        raw, layout = new_state._host().tobytes(), self._layout()
-        if len(raw) != sum(layout):
-            raise RuntimeError(f"Expected an RNG state of size {sum(layout)} for a {self.device.type} generator but "
-                               f"found the input RNG state size to be {len(raw)}")
-        ends = np.cumsum(layout)
-        values = [int.from_bytes(raw[e - n:e], "little") for e, n in zip(ends, layout)]
-        self._seed = values[0]
-        if self.device.type == "cpu":
-            bits = np.random.PCG64()
-            bits.state = {"bit_generator": "PCG64", "state": {"state": values[1], "inc": values[2]},
-                          "has_uint32": values[3], "uinteger": values[4]}
-            self._np = np.random.Generator(bits)
-        else:
-            self._offset = values[1]
+        arr = new_state._host()
+        if not arr.flags.c_contiguous:
+            raise RuntimeError("RNG state must be contiguous")
+        raw = arr.tobytes()
+        if self._stream is not None:
+            if len(raw) != MT.STATE.itemsize:
+                raise RuntimeError(f"Expected a CPUGeneratorImplState of size {MT.STATE.itemsize} but found the "
+                                   f"input RNG state size to be {len(raw)}")
+            if not self._stream.load(raw):
+                raise RuntimeError("Invalid mt19937 state")
+            self._seed = self._stream.seed
+            return self
+        if len(raw) != sum(_CUDA_STATE):
+            raise RuntimeError(f"Expected an RNG state of size {sum(_CUDA_STATE)} for a cuda generator but found the "
+                               f"input RNG state size to be {len(raw)}")
+        self._seed, self._offset = (int.from_bytes(raw[i:i + 8], "little") for i in (0, 8))
         return self
 
-    def _layout(self):
-        return _CPU_STATE if self.device.type == "cpu" else _CUDA_STATE
-
     def _draws(self):
-        """What one sampling call draws from: NumPy's Generator, or a fresh CUDA stream."""
-        if self.device.type == "cpu":
-            return self._np
+        """What the samplers without PyTorch's streams draw from: NumPy's Generator on this generator's
+        Mersenne Twister (CPU), or a fresh CUDA stream."""
+        if self._stream is not None:
+            self._stream.fresh = False
+            return np.random.Generator(self._stream.bits)
         key = np.random.SeedSequence([self._seed, self._offset]).generate_state(1, np.uint64)[0]
         self._offset += 1
         return _CudaDraws(self.device.index, key)
@@ -216,20 +220,64 @@ def _generator_for(generator, dev):
 
 
 def _draws_for(generator, arr):
+    """NumPy's (or CuPy's) samplers on the generator for ``arr``'s device (see ``Generator._draws``)."""
     return _generator_for(generator, _backend.device_of(arr))._draws()
 
 
-# ---- drawing arrays (xp-generic: ``src`` is NumPy's Generator or _CudaDraws) ------------------
+def generator_for(generator, arr):
+    """``generator``, or the default one, for sampling into or from ``arr`` (a NumPy or CuPy array)."""
+    return _generator_for(generator, _backend.device_of(arr))
+
+
+# ---- drawing arrays: PyTorch's streams on the CPU, CuPy's samplers on CUDA ------------------------
+def walk(arr, dense=False):
+    """The axes of ``arr`` from outermost to innermost in memory: the order in which PyTorch's kernels fill a
+    tensor laid out as ``arr`` (None: row-major). ``dense``: the layout of a tensor ``empty_like(arr)``, which
+    keeps ``arr``'s strides only when they leave no gaps."""
+    if arr.ndim < 2 or arr.flags.c_contiguous:
+        return None
+    axes = sorted(range(arr.ndim), key=lambda d: -abs(arr.strides[d]))
+    if dense and not arr.transpose(axes).flags.c_contiguous:
+        return None
+    return axes
+
+
+def in_order(arr, axes):
+    """The elements of ``arr`` in the order ``axes`` walks them (flat)."""
+    return (arr if axes is None else arr.transpose(axes)).ravel()
+
+
+def placed(flat, shape, axes):
+    """Values listed in the order ``axes`` walks a tensor of ``shape``, as an array of that shape."""
+    if axes is None:
+        return flat.reshape(shape)
+    return flat.reshape([shape[a] for a in axes]).transpose(np.argsort(axes))
+
+
+def _on_cpu(g, shape, axes, sample):
+    """``sample(stream, n)`` of a CPU generator, placed in ``shape``."""
+    return placed(sample(g._stream, math.prod(shape)), shape, axes)
+
+
+def _real_view(sampler, g, shape, dtype, axes, *args):
+    """A complex sample: PyTorch fills the real view, real and imaginary parts in turn."""
+    inner = None if axes is None else axes + [len(shape)]
+    return sampler(g, shape + (2,), dtype.to_real(), *args, axes=inner).view(dtype.np)[..., 0]
+
+
 def _compute(dtype):
     # integer dtypes only reach here with empty results (PyTorch accepts those)
     return D.float32 if dtype in _HALF else dtype if dtype.category >= 2 else D.float64
 
 
-def _uniform(src, shape, dtype, low=0.0, high=1.0):
-    """Uniform on [low, high) in the computation dtype of ``dtype``; complex dtypes get independent
+def _uniform(g, shape, dtype, low=0.0, high=1.0, axes=None):
+    """Uniform on [low, high) in ``dtype`` (the computation dtype on CUDA); complex dtypes get independent
     real and imaginary parts, each on [low, high)."""
     if dtype.is_complex:
-        return _uniform(src, shape + (2,), dtype.to_real(), low, high).view(dtype.np)[..., 0]
+        return _real_view(_uniform, g, shape, dtype, axes, low, high)
+    if g._stream is not None:
+        return _on_cpu(g, shape, axes, lambda s, n: MT.uniform(s, n, D.storage(dtype), low, high))
+    src = g._draws()
     if dtype in _HALF:  # multiples of 2**-digits, so that rounding to half precision never reaches 1
         bits = _DIGITS[dtype]
         u = (src.integers(0, 1 << bits, shape, dtype=np.int64) * 2.0 ** -bits).astype(np.float32)
@@ -238,57 +286,92 @@ def _uniform(src, shape, dtype, low=0.0, high=1.0):
     return u if (low, high) == (0.0, 1.0) else u * (high - low) + low
 
 
-def _normal(src, shape, dtype, mean=0.0, std=1.0):
-    """Normal values; a complex one has variance std**2 split between its two parts, each centred on mean."""
+def _normal(g, shape, dtype, mean=0.0, std=1.0, axes=None, contiguous=True):
+    """Normal values; a complex one has variance std**2 split between its two parts, each centred on mean.
+    ``contiguous``: the output is (PyTorch samples large contiguous outputs in blocks)."""
     if dtype.is_complex:
-        return _normal(src, shape + (2,), dtype.to_real(), mean, std * math.sqrt(0.5)).view(dtype.np)[..., 0]
-    z = src.standard_normal(shape, dtype=_compute(dtype).np)
+        return _real_view(_normal, g, shape, dtype, axes, mean, std / math.sqrt(2))
+    if g._stream is not None:
+        return _on_cpu(g, shape, axes, lambda s, n: MT.normal(s, n, D.storage(dtype), mean, std, contiguous))
+    z = g._draws().standard_normal(shape, dtype=_compute(dtype).np)
     return z if (mean, std) == (0.0, 1.0) else z * std + mean
 
 
-def _unit_uniform(src, shape):
-    """float64 [0, 1) for the transforms (exponential, geometric, cauchy), whose tails need the precision."""
-    return src.random(shape, dtype=np.float64)
+def _integers(g, shape, dtype, low, span, axes=None, wide=None):
+    """Integers on [low, low + span) (int64 on CUDA, ``dtype`` on the CPU; ``wide``: see MT.integers)."""
+    if g._stream is not None:
+        return _on_cpu(g, shape, axes, lambda s, n: MT.integers(s, n, D.storage(dtype), low, span, wide))
+    return g._draws().integers(low, low + span, shape, dtype=np.int64)
+
+
+def _of_unit(g, shape, dtype, axes, cpu, cuda):
+    """A distribution of double uniforms: ``cpu(stream, n)`` as PyTorch's kernel computes it (in double, cast
+    to ``dtype``), ``cuda(u)`` on CUDA."""
+    if g._stream is not None:
+        return _on_cpu(g, shape, axes, lambda s, n: MT.cast(cpu(s, n), D.storage(dtype)))
+    return cuda(g._draws().random(shape, dtype=np.float64))
 
 
 def _not_implemented(kernel, dtype):
     return NotImplementedError(f"\"{kernel}\" not implemented for '{TORCH_NAME[dtype]}'")
 
 
+def _in_dtype(v, dtype):
+    """``v`` cast to ``dtype`` and back to an int, as C++ casts int64 to it (half types through float)."""
+    return int(MT.cast(np.array([v], np.int64), D.storage(dtype))[0])
+
+
 def _int_range(frm, to, dtype):
-    """[frm, to) for random_/randint, checked as PyTorch checks it; ``to=None`` means up to the largest
-    value of ``dtype`` (2**digits for floating dtypes), inclusive. Returns (frm, exclusive end)."""
+    """(low, span) of random_/randint, checked as PyTorch checks them: [frm, to), or with ``to=None`` up to the
+    largest value of ``dtype`` (2**digits for floating dtypes), inclusive, or the whole int64 range for
+    ``frm`` = -2**63. For floating dtypes the bounds move inwards to the nearest ones the dtype holds."""
     frm = operator.index(frm)
     to = None if to is None else operator.index(to)
     if any(v is not None and not -(1 << 63) <= v < (1 << 63) for v in (frm, to)):
         raise ValueError("Overflow when unpacking long long")
-    if dtype.is_floating_point:
+    floating = dtype.is_floating_point
+    if floating:
         digits = _DIGITS[dtype]
-        lo, hi = -(1 << digits), 1 << digits
+        if _in_dtype(frm + 1, dtype) < frm:
+            frm = _in_dtype(frm + 1, dtype) + (1 << (abs(frm + 1).bit_length() - digits))
+    if to is not None:
+        if frm >= to:
+            raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={frm} >= to={to}")
+        if floating:
+            if _in_dtype(to - 1, dtype) >= to:
+                to = _in_dtype(to - 1, dtype) - (1 << (abs(to - 1).bit_length() - digits))
+            if frm >= to:
+                raise RuntimeError(f"random_ expects 'from' casted to dtype to be less than 'to' casted to dtype, "
+                                   f"but got from={frm} >= to={to}")
+        to_inc = to - 1
+    elif frm == -(1 << 63):
+        if dtype not in (D.int64, D.float64, D.float32, D.bfloat16):
+            raise RuntimeError("random_full_64_bits_range_kernel_cpu handles only int64, double, float and bfloat16")
+        return 0, _U64
+    else:
+        to_inc = 1 << digits if floating else D.iinfo(dtype).max
+        if floating and frm >= to_inc:
+            raise RuntimeError(f"random_ expects 'from' casted to dtype to be less than or equal to 'to_inc' "
+                               f"casted to dtype, but got from={frm} > to_inc={to_inc}")
+    if floating:
+        lo, hi = -float(D.finfo(dtype).max), float(D.finfo(dtype).max)
     else:
         info = D.iinfo(dtype)
         lo, hi = info.min, info.max
-    if to is None:
-        if frm > hi:
-            raise RuntimeError(f"random_ expects 'from' casted to dtype to be less than or equal to 'to_inc' "
-                               f"casted to dtype, but got from={frm} > to_inc={hi}")
-        to = hi + 1
-    elif frm >= to:
-        raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={frm} >= to={to}")
-    for name, v in (("from", frm), ("to - 1", to - 1)):
-        if lo <= v <= hi:
-            continue
-        if not dtype.is_floating_point:
+    for name, v in (("from", frm), ("to - 1", to_inc)):
+        if not lo <= v <= hi:
             raise RuntimeError(f"{name} is out of bounds for {_CNAME[dtype]}")
-        warnings.warn(f"{name} is out of bounds [-(2^{digits}), 2^{digits}]. Due to precision limitations "
-                      f"{_CNAME[dtype]} can support discrete uniform distribution only within this range.",
-                      UserWarning, stacklevel=3)
-    return frm, to
+    for name, v in (("from", frm), ("to - 1", to_inc)):
+        if floating and not -(1 << digits) <= v <= 1 << digits:
+            warnings.warn(f"{name} is out of bounds [-(2^{digits}), 2^{digits}]. Due to precision limitations "
+                          f"{_CNAME[dtype]} can support discrete uniform distribution only within this range.",
+                          UserWarning, stacklevel=3)
+    return frm, to_inc - frm + 1
 
 
 # ---- creation functions -----------------------------------------------------------------------
 def _create(size, generator, out, dtype, device, requires_grad, draw):
-    """A new tensor (or ``out``) of shape ``size`` filled by ``draw(src, shape, dtype)``."""
+    """A new tensor (or ``out``) of shape ``size`` filled by ``draw(generator, shape, dtype)``."""
     shape = size_args(size)
     _check_sizes(shape)
     if out is not None:
@@ -297,7 +380,7 @@ def _create(size, generator, out, dtype, device, requires_grad, draw):
     dev = as_device(device) or get_default_device()
     if dev.type == "cuda":
         dev = _device.device("cuda", _cuda_index(dev))
-    arr = draw(_generator_for(generator, dev)._draws(), shape, dtype)
+    arr = draw(_generator_for(generator, dev), shape, dtype)
     arr = arr.astype(D.storage(dtype), copy=False)
     return write_out(out, arr) if out is not None else _place(arr, dev, requires_grad)
 
@@ -305,11 +388,20 @@ def _create(size, generator, out, dtype, device, requires_grad, draw):
 def _floating(kernel, draw, even_empty=False):
     """``draw`` for floating and complex dtypes only, with PyTorch's error for the others (not for an empty
     result unless ``even_empty``: PyTorch's kernel never runs then)."""
-    def checked(src, shape, dtype):
+    def checked(g, shape, dtype, *axes):
         if dtype.category < 2 and (even_empty or math.prod(shape)):
             raise _not_implemented(kernel, dtype)
-        return draw(src, shape, dtype)
+        return draw(g, shape, dtype, *axes)
     return checked
+
+
+def _like(input, generator, dtype, device, requires_grad, draw):
+    """A tensor like ``input`` filled by ``draw(generator, shape, dtype, axes)`` in the order PyTorch fills
+    ``empty_like(input)`` (its layout, when that has no gaps)."""
+    axes = walk(input._data, dense=True)
+    kw = _like_kw(input, dtype, device, requires_grad)
+    return _create(input.shape, generator, None, kw["dtype"], kw["device"], requires_grad,
+                   lambda g, shape, d: draw(g, shape, d, axes))
 
 
 @factory("rand")
@@ -331,14 +423,27 @@ def randn(*size, generator=None, out=None, dtype=None, layout=None, device=None,
 def rand_like(input, *, generator=None, dtype=None, layout=None, device=None, requires_grad=False,
               memory_format=None):
     """``rand`` with the shape (and by default dtype and device) of ``input``."""
-    return rand(input.shape, generator=generator, **_like_kw(input, dtype, device, requires_grad))
+    draw = _floating("check_uniform_bounds", lambda g, shape, d, axes: _uniform(g, shape, d, axes=axes), True)
+    return _like(input, generator, dtype, device, requires_grad, draw)
 
 
 @factory("randn_like")
 def randn_like(input, *, generator=None, dtype=None, layout=None, device=None, requires_grad=False,
                memory_format=None):
     """``randn`` with the shape (and by default dtype and device) of ``input``."""
-    return randn(input.shape, generator=generator, **_like_kw(input, dtype, device, requires_grad))
+    draw = _floating("normal_kernel_cpu",
+                     lambda g, shape, d, axes: _normal(g, shape, d, axes=axes, contiguous=axes is None))
+    return _like(input, generator, dtype, device, requires_grad, draw)
+
+
+def _randint_args(low, high, size):
+    if size is None:  # randint(high, size)
+        low, high, size = 0, low, high
+    elif high is None:  # randint(high, size=...)
+        low, high = 0, low
+    if size is None or high is None:
+        raise TypeError("randint() missing required arguments: 'high' and 'size'")
+    return low, high, size
 
 
 @factory("randint")
@@ -346,16 +451,11 @@ def randint(low=0, high=None, size=None, *, generator=None, out=None, dtype=None
             requires_grad=False, pin_memory=False):
     """Integers uniform on [low, high) (int64 unless ``dtype``): ``randint(high, size)``,
     ``randint(low, high, size)``."""
-    if size is None:  # randint(high, size)
-        low, high, size = 0, low, high
-    elif high is None:  # randint(high, size=...)
-        low, high = 0, low
-    if size is None or high is None:
-        raise TypeError("randint() missing required arguments: 'high' and 'size'")
+    low, high, size = _randint_args(low, high, size)
     dtype = dtype or (out.dtype if out is not None else D.int64)
-    low, high = _int_range(low, high, dtype)
+    low, span = _int_range(low, high, dtype)
     return _create((size,), generator, out, dtype, device, requires_grad,
-                   lambda src, shape, d: src.integers(low, high, shape, dtype=np.int64))
+                   lambda g, shape, d: _integers(g, shape, d, low, span))
 
 
 @factory("randint_like")
@@ -364,7 +464,9 @@ def randint_like(input, low=0, high=None, *, generator=None, dtype=None, layout=
     """``randint`` with the shape (and by default dtype and device) of ``input``."""
     if high is None:
         low, high = 0, low
-    return randint(low, high, input.shape, generator=generator, **_like_kw(input, dtype, device, requires_grad))
+    low, span = _int_range(low, high, dtype or input.dtype)
+    return _like(input, generator, dtype, device, requires_grad,
+                 lambda g, shape, d, axes: _integers(g, shape, d, low, span, axes))
 
 
 @factory("randperm")
@@ -377,7 +479,12 @@ def randperm(n, *, generator=None, out=None, dtype=None, layout=None, device=Non
         raise _not_implemented("randperm", dtype)
     if dtype.category == 1 and n - 1 > D.iinfo(dtype).max:
         raise RuntimeError(f"value cannot be converted to type {dtype.name}_t without overflow")
-    return _create((n,), generator, out, dtype, device, requires_grad, lambda src, shape, d: src.permutation(n))
+
+    def draw(g, shape, d):
+        if g._stream is not None:
+            return MT.cast(MT.randperm(g._stream, n), D.storage(d))
+        return g._draws().permutation(n)
+    return _create((n,), generator, out, dtype, device, requires_grad, draw)
 
 
 def _check_std(std):
@@ -397,7 +504,7 @@ def normal(mean, std=1.0, size=None, *, generator=None, out=None, dtype=None, la
     if size is None:
         raise TypeError("normal(): size is required when mean and std are numbers")
     _check_std(std)
-    draw = _floating("normal_kernel_cpu", lambda src, shape, d: _normal(src, shape, d, mean, std))
+    draw = _floating("normal_kernel_cpu", lambda g, shape, d: _normal(g, shape, d, mean, std))
     return _create((size,), generator, out, dtype, device, requires_grad, draw)
 
 
@@ -416,9 +523,19 @@ def _number(x):
     return float(x.item() if hasattr(x, "ndim") else x)
 
 
+def _in_place_op(xp, fn, a, b, dtype):
+    """``a = fn(a, b)`` as PyTorch's in-place op on a tensor of ``dtype``: computed in the promoted dtype
+    (float for the half types), rounded to ``dtype``."""
+    ct = np.result_type(np.float32 if dtype in _HALF else a.dtype, b.dtype)
+    r = fn(a.astype(ct, copy=False), b.astype(ct, copy=False))
+    return MT.cast(r, dtype.np) if xp is np else r.astype(dtype.np)
+
+
 @op("_normal_tensors", function=False, method=False)
 def _normal_tensors(xp, mean, std, *, generator=None):
-    """Normal values with the given (broadcast) means and standard deviations, in mean's dtype."""
+    """Normal values with the given (broadcast) means and standard deviations, in the dtype of mean (std when
+    mean is a number). As PyTorch: standard normals (scaled by std if a number), times std if a tensor, plus
+    mean."""
     arrays = [a for a in (mean, std) if hasattr(a, "ndim")]
     dtype = _dtype_of(arrays[0])
     if hasattr(std, "ndim"):
@@ -429,10 +546,11 @@ def _normal_tensors(xp, mean, std, *, generator=None):
     shape = P.broadcast_shapes(*(a.shape for a in arrays))
     if dtype.category < 2 and math.prod(shape):
         raise _not_implemented("normal_kernel_cpu", dtype)
-    cnp = _compute(dtype).np
-    z = _normal(_draws_for(generator, arrays[0]), shape, dtype)
-    r = z * xp.asarray(std, dtype=cnp) + xp.asarray(mean, dtype=cnp)
-    return r.astype(dtype.np, copy=False)
+    g = generator_for(generator, arrays[0])
+    z = _normal(g, shape, dtype, 0.0, 1.0 if hasattr(std, "ndim") else std)
+    if hasattr(std, "ndim"):
+        z = _in_place_op(xp, xp.multiply, z, std, dtype)
+    return _in_place_op(xp, xp.add, z, mean if hasattr(mean, "ndim") else xp.asarray(mean, dtype.np), dtype)
 
 
 _normal_tensors.vjp(_zero_grads)
@@ -452,11 +570,18 @@ def _check_p(p):
     return p
 
 
-def _bernoulli_draw(src, shape, p):
-    """Booleans that are True with probability ``p`` (a number or an array broadcast to ``shape``)."""
+def sample_bernoulli(g, shape, p, axes=None):
+    """Booleans of ``shape``, True with probability ``p`` (a number or an array broadcast to ``shape``), drawn
+    from generator ``g`` in the order ``axes`` walks them."""
+    if g._stream is not None:
+        if hasattr(p, "dtype"):
+            flat = MT.bernoulli(g._stream, in_order(np.broadcast_to(p, shape), axes))
+        else:
+            flat = MT.bernoulli(g._stream, p, math.prod(shape))
+        return placed(flat, shape, axes)
     # float32 draws for float32/half probability tensors; float64 ones keep their precision
     ct = np.float32 if hasattr(p, "dtype") and p.dtype != np.float64 else np.float64
-    return src.random(shape, dtype=ct) < (p.astype(ct) if hasattr(p, "dtype") else p)
+    return g._draws().random(shape, dtype=ct) < (p.astype(ct) if hasattr(p, "dtype") else p)
 
 
 @op("bernoulli")
@@ -468,7 +593,7 @@ def bernoulli(xp, input, p=None, *, generator=None):
         p = input
     else:
         p = _check_p(p)
-    return _bernoulli_draw(_draws_for(generator, input), input.shape, p).astype(input.dtype)
+    return sample_bernoulli(generator_for(generator, input), input.shape, p).astype(input.dtype)
 
 
 bernoulli.vjp(_zero_grads)
@@ -498,25 +623,47 @@ def multinomial(xp, input, num_samples, replacement=False, *, generator=None):
         raise RuntimeError("probability tensor contains either `inf`, `nan` or element < 0")
     if rows and not bool((p.sum(-1) > 0).all()):
         raise RuntimeError("invalid multinomial distribution (sum of probabilities <= 0)")
-    src = _draws_for(generator, input)
+    g = generator_for(generator, input)
+    if g._stream is not None:
+        r = _multinomial_cpu(g._stream, input, rows, k, replacement)
+    else:
+        r = _multinomial_cuda(xp, g._draws(), p, k, replacement)
+    r = r.astype(np.int64, copy=False)
+    return r if input.ndim == 2 else r[0]
+
+
+def _multinomial_cpu(s, input, rows, k, replacement):
+    """PyTorch's CPU sampler: with replacement (and more than one sample) the inverse CDF; otherwise the
+    exponential race, p / E with E ~ Exp(1) drawn in ``input``'s dtype and layout, its largest k in order
+    (ties, which need zero probabilities, go to the lower index: PyTorch's top-k leaves their order to its
+    sort)."""
+    if replacement and k > 1:
+        return MT.multinomial(s, input.reshape(rows, input.shape[-1]), k)
+    e = placed(MT.cast(MT.exponential(s, input.size, 1.0), input.dtype), input.shape, walk(input, dense=True))
+    dtype = _dtype_of(input)
+    keys = _in_place_op(np, np.divide, input, e, dtype).reshape(rows, input.shape[-1])
+    if k == 1:
+        return np.argmax(keys, axis=-1)[:, None]
+    return np.argsort(-keys, axis=-1, kind="stable")[:, :k]
+
+
+def _multinomial_cuda(xp, src, p, k, replacement):
+    rows, n = p.shape
     if not replacement:
         # the exponential race: sorting E / p with E ~ Exp(1) samples without replacement; zero-weight
         # categories come last, as PyTorch also falls back to them once the others are drawn
-        e = -xp.log1p(-_unit_uniform(src, (rows, n)))
+        e = -xp.log1p(-src.random((rows, n), dtype=np.float64))
         positive = p > 0
         keys = xp.where(positive, e / xp.where(positive, p, 1), xp.inf)
-        r = xp.argsort(keys, axis=-1, kind="stable")[:, :k]
-    else:
-        # inverse CDF: row r's CDF is shifted to [r, r + 1] so that one searchsorted serves every row
-        cdf = xp.cumsum(p, axis=-1)
-        cdf /= cdf[:, -1:]
-        offsets = xp.arange(rows, dtype=np.float64)[:, None]
-        u = _unit_uniform(src, (rows, k))
-        flat = xp.searchsorted((cdf + offsets).ravel(), (u + offsets).ravel(), side="right").reshape(rows, k)
-        last = n - 1 - xp.argmax(p[:, ::-1] > 0, axis=-1)[:, None]  # rounding may step past the last category
-        r = xp.minimum(flat - xp.arange(rows)[:, None] * n, last)
-    r = r.astype(np.int64, copy=False)
-    return r if input.ndim == 2 else r[0]
+        return xp.argsort(keys, axis=-1, kind="stable")[:, :k]
+    # inverse CDF: row r's CDF is shifted to [r, r + 1] so that one searchsorted serves every row
+    cdf = xp.cumsum(p, axis=-1)
+    cdf /= cdf[:, -1:]
+    offsets = xp.arange(rows, dtype=np.float64)[:, None]
+    u = src.random((rows, k), dtype=np.float64)
+    flat = xp.searchsorted((cdf + offsets).ravel(), (u + offsets).ravel(), side="right").reshape(rows, k)
+    last = n - 1 - xp.argmax(p[:, ::-1] > 0, axis=-1)[:, None]  # rounding may step past the last category
+    return xp.minimum(flat - xp.arange(rows)[:, None] * n, last)
 
 
 @op("poisson", method=False)
@@ -538,7 +685,7 @@ def _sampler(name):
     """Register an in-place sampler: the function computes the values, the registry writes them."""
     def register(fn):
         def impl(xp, input, *args, generator=None, **kwargs):
-            input[...] = fn(xp, input, _dtype_of(input), _draws_for(generator, input), *args, **kwargs)
+            input[...] = fn(xp, input, _dtype_of(input), generator_for(generator, input), *args, **kwargs)
         impl.__doc__ = fn.__doc__
         registered = op(name, function=False, mutates=True)(impl)
         registered.vjp(_zero_grads)
@@ -554,7 +701,7 @@ def _continuous(name, dtype, cname=False):
 
 
 @_sampler("uniform_")
-def _uniform_(xp, input, dtype, src, *args, **bounds):
+def _uniform_(xp, input, dtype, g, *args, **bounds):
     """Fill with values uniform on [from, to) (default [0, 1))."""
     if set(bounds) - {"from", "to"} or len(args) + len(bounds) > 2:
         raise TypeError("uniform_() accepts 'from' and 'to' only")
@@ -571,21 +718,21 @@ def _uniform_(xp, input, dtype, src, *args, **bounds):
     if b - a > limit:
         raise RuntimeError(f"uniform_ expects to-from <= std::numeric_limits<{TORCH_NAME[dtype.to_real()]}>::max(), "
                            f"but found to={b:g} and from={a:g} which result in to-from to exceed the limit")
-    return _uniform(src, input.shape, dtype, a, b)
+    return _uniform(g, input.shape, dtype, a, b, axes=walk(input))
 
 
 @_sampler("normal_")
-def _normal_(xp, input, dtype, src, mean=0.0, std=1.0):
+def _normal_(xp, input, dtype, g, mean=0.0, std=1.0):
     """Fill with normal values."""
     mean, std = _number(mean), _number(std)
     _check_std(std)
     if dtype.category < 2 and input.size:
         raise _not_implemented("normal_kernel_cpu", dtype)
-    return _normal(src, input.shape, dtype, mean, std)
+    return _normal(g, input.shape, dtype, mean, std, axes=walk(input), contiguous=input.flags.c_contiguous)
 
 
 @_sampler("bernoulli_")
-def _bernoulli_(xp, input, dtype, src, p=0.5):
+def _bernoulli_(xp, input, dtype, g, p=0.5):
     """Fill with 1 (probability ``p``, a number or a broadcastable tensor) or 0."""
     if dtype.is_complex and input.size:
         raise _not_implemented("bernoulli_scalar_cpu_", dtype)
@@ -594,11 +741,11 @@ def _bernoulli_(xp, input, dtype, src, p=0.5):
         _check_probabilities(xp, p)
     else:
         p = _check_p(p)
-    return _bernoulli_draw(src, input.shape, p)
+    return sample_bernoulli(g, input.shape, p, walk(input))
 
 
 @_sampler("random_")
-def _random_(xp, input, dtype, src, *args, **bounds):
+def _random_(xp, input, dtype, g, *args, **bounds):
     """Fill with integers: ``random_(to)`` on [0, to), ``random_(from, to)``, ``random_()`` on
     [0, largest value of the dtype] (2**digits for floating dtypes)."""
     if dtype.is_complex:
@@ -610,48 +757,56 @@ def _random_(xp, input, dtype, src, *args, **bounds):
     if len(args) == 1:
         args = (0, args[0])
     frm, to = args or (bounds.get("from", 0), bounds.get("to"))
-    frm, to = _int_range(frm, to, dtype)
-    return src.integers(frm, to, input.shape, dtype=np.int64)
+    low, span = _int_range(frm, to, dtype)
+    # random_() takes 64-bit draws for int64 and double only, random_(from, to) by the span
+    wide = dtype in (D.int64, D.float64) if not (args or bounds) else None
+    return _integers(g, input.shape, dtype, low, span, walk(input), wide)
 
 
 @_sampler("exponential_")
-def _exponential_(xp, input, dtype, src, lambd=1.0):
+def _exponential_(xp, input, dtype, g, lambd=1.0):
     """Fill with exponential values of rate ``lambd``."""
     lambd = _number(lambd)
     if not lambd > 0:
         raise RuntimeError(f"exponential_ expects lambda > 0.0, but found lambda={lambd:g}")
     if input.size:
         _continuous("Exponential", dtype)
-    return -xp.log1p(-_unit_uniform(src, input.shape)) / lambd
+    return _of_unit(g, input.shape, dtype, walk(input), lambda s, n: MT.exponential(s, n, lambd),
+                    lambda u: -xp.log1p(-u) / lambd)
 
 
 @_sampler("geometric_")
-def _geometric_(xp, input, dtype, src, p):
+def _geometric_(xp, input, dtype, g, p):
     """Fill with the number of Bernoulli(p) trials up to the first success (1, 2, ...)."""
     p = _number(p)
     if not 0 < p < 1:
         raise RuntimeError(f"geometric_ expects p to be in (0, 1), but got p={p:g}")
     if (dtype.is_complex or dtype is D.bool) and input.size:
         raise _not_implemented("geometric_cpu", dtype)
-    return xp.floor(xp.log1p(-_unit_uniform(src, input.shape)) / math.log1p(-p)) + 1
+    return _of_unit(g, input.shape, dtype, walk(input), lambda s, n: MT.geometric(s, n, p),
+                    lambda u: xp.floor(xp.log1p(-u) / math.log1p(-p)) + 1)
 
 
 @_sampler("log_normal_")
-def _log_normal_(xp, input, dtype, src, mean=1.0, std=2.0):
+def _log_normal_(xp, input, dtype, g, mean=1.0, std=2.0):
     """Fill with exp(N(mean, std))."""
     mean, std = _number(mean), _number(std)
     if not std > 0:
         raise RuntimeError(f"log_normal_ expects std > 0.0, but found std={std:g}")
     if not dtype.is_floating_point and input.size:
         raise _not_implemented("log_normal_cpu", dtype)
-    return xp.exp(_normal(src, input.shape, dtype, mean, std))
+    if g._stream is not None:
+        return _on_cpu(g, input.shape, walk(input),
+                       lambda s, n: MT.cast(MT.log_normal(s, n, mean, std), D.storage(dtype)))
+    return xp.exp(_normal(g, input.shape, dtype, mean, std))
 
 
 @_sampler("cauchy_")
-def _cauchy_(xp, input, dtype, src, median=0.0, sigma=1.0):
+def _cauchy_(xp, input, dtype, g, median=0.0, sigma=1.0):
     """Fill with Cauchy values."""
     _continuous("Cauchy", dtype, cname=True)
     median, sigma = _number(median), _number(sigma)
     if not sigma > 0:
         raise RuntimeError(f"cauchy_ expects sigma > 0.0, but found sigma={sigma:g}")
-    return median + sigma * xp.tan(math.pi * (_unit_uniform(src, input.shape) - 0.5))
+    return _of_unit(g, input.shape, dtype, walk(input), lambda s, n: MT.cauchy(s, n, median, sigma),
+                    lambda u: median + sigma * xp.tan(math.pi * (u - 0.5)))

@@ -9,8 +9,9 @@ import numpy as np
 
 from .. import _dtype as D
 from .. import _kernels
+from .. import _mt19937 as MT
 from .._parallel import pool
-from .._random import _draws_for
+from .._random import generator_for
 from .._registry import TORCH_NAME, op
 from .comparison import where
 from .pointwise import _elu, _elu_grad, quiet
@@ -464,6 +465,18 @@ def _(ctx, g):
     return where(pos, g, g * wb), gw
 
 
+def _random_slopes(xp, g, x, lower, upper):
+    """rrelu's slopes: as PyTorch on the CPU, one double uniform on [lower, upper) (bounds in x's precision)
+    per element not above zero, in order, rounded to x's dtype; the other slopes are unused."""
+    if g._stream is None:
+        return (lower + (upper - lower) * xp.asarray(g._draws().random(x.shape))).astype(x.dtype)
+    lo, hi = float(x.dtype.type(lower)), float(x.dtype.type(upper))
+    neg = x <= 0
+    slope = np.ones_like(x)
+    slope[neg] = MT.unit53(g._stream, int(neg.sum())) * (hi - lo) + lo
+    return slope
+
+
 @op("rrelu", method=False, inplace=True)
 def rrelu(xp, input, lower=1.0 / 8, upper=1.0 / 3, training=False, generator=None):
     """Leaky ReLU with the slope drawn uniformly from [lower, upper] per element when training (their mean
@@ -474,8 +487,7 @@ def rrelu(xp, input, lower=1.0 / 8, upper=1.0 / 3, training=False, generator=Non
     else:
         if input.dtype == np.float16:  # PyTorch draws no random slopes in float16
             raise NotImplementedError(f"\"rrelu_with_noise_out_cpu\" not implemented for '{tname(input)}'")
-        u = xp.asarray(_draws_for(generator, input).random(x.shape))
-        slope = (lower + (upper - lower) * u).astype(x.dtype)
+        slope = _random_slopes(xp, generator_for(generator, input), x, lower, upper)
     return xp.where(x >= 0, x, x * slope).astype(input.dtype, copy=False)
 
 

@@ -1,12 +1,14 @@
 """The linear layer's product (one graph node computing only the gradients wanted), dropout (plain, alpha,
-per-feature; masks from ember's generator), embedding lookup, pixel and channel shuffles, cosine similarity and
+per-feature; masks drawn as PyTorch draws them), embedding lookup, pixel and channel shuffles, cosine similarity and
 pairwise distance."""
+import math
+
 import numpy as np
 
 from .. import _backend, _blas
 from .. import _dtype as D
 from .. import _promotion as P
-from .._random import _draws_for
+from .._random import generator_for, sample_bernoulli, walk
 from .._registry import op
 from .._tensor import Tensor
 from .activation import bound, grads, tname, up
@@ -88,9 +90,11 @@ def _(ctx, g):
 
 # ---- dropout -------------------------------------------------------------------------------------
 def _keep(xp, input, p, feature):
-    """A float mask: 1 where kept (probability 1 - p), per element or per (sample, channel) plane."""
-    shape = input.shape[:2] + (1,) * (input.ndim - 2) if feature else input.shape
-    return xp.asarray(_draws_for(None, input).random(shape) >= p)
+    """A boolean mask: True where kept (probability 1 - p), per element or per (sample, channel) plane; drawn
+    as PyTorch's bernoulli_(1 - p) of a mask laid out as the input (contiguous per plane)."""
+    if feature:
+        return sample_bernoulli(generator_for(None, input), input.shape[:2] + (1,) * (input.ndim - 2), 1 - p)
+    return sample_bernoulli(generator_for(None, input), input.shape, 1 - p, walk(input, dense=True))
 
 
 def _dropout(xp, input, p, train, alpha, feature):
@@ -107,12 +111,15 @@ def _dropout(xp, input, p, train, alpha, feature):
     if input.dtype.kind not in "fV":
         raise NotImplementedError(f"\"dropout\" not implemented for '{tname(input)}'")
     x = up(input)
+    # PyTorch's steps, each rounded to the input's dtype: noise = mask / (1 - p), or for alpha dropout
+    # noise = mask * a and an offset ((mask - 1) * alpha * a) + alpha * a * p
+    rd = (lambda v: v.astype(input.dtype).astype(x.dtype)) if x.dtype != input.dtype else (lambda v: v)
     keep = _keep(xp, input, p, feature).astype(x.dtype)
     if alpha:
-        a = 1 / np.sqrt((_ALPHA * _ALPHA * p + 1) * (1 - p))
-        r = x * (keep * a) + ((keep - 1) * (_ALPHA * a) + _ALPHA * a * p)
+        a = 1 / math.sqrt((_ALPHA * _ALPHA * p + 1) * (1 - p))  # a Python float: scales in x's precision
+        r = rd(x * rd(keep * a)) + rd(rd((keep - 1) * (_ALPHA * a)) + _ALPHA * a * p)
     else:
-        r = x * (keep / (1 - p))
+        r = x * rd(keep / (1 - p))
     return r.astype(input.dtype, copy=False)
 
 
@@ -153,12 +160,12 @@ def native_dropout(xp, input, p, train):
     """Dropout returning its boolean keep mask too (the exact gradient needs it)."""
     if p < 0 or p > 1:
         raise RuntimeError(f"dropout probability has to be between 0 and 1, but got {p}")
-    if not train or p == 0:
+    if not train:
         return input.copy(), xp.ones(input.shape, bool)
     x = up(input)
-    keep = _keep(xp, input, p, False) if p < 1 else xp.zeros(input.shape, bool)
+    keep = _keep(xp, input, p, False)  # PyTorch draws the mask also for p = 0 and p = 1
     scale = 0.0 if p == 1 else 1 / (1 - p)
-    return (x * (keep * scale)).astype(input.dtype, copy=False), keep
+    return (x * keep * x.dtype.type(scale)).astype(input.dtype, copy=False), keep
 
 
 @native_dropout.vjp

@@ -53,27 +53,36 @@ def normal_(tensor, mean=0.0, std=1.0, generator=None):
 
 
 def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
-    """Normal values conditioned on [a, b]: draws outside the bounds are redrawn until none is left (each
-    round redraws every outlier at once; ember-nn needs no erfinv, which ember-special provides)."""
+    """Normal values conditioned on [a, b], sampled as PyTorch samples them: when [a, b] holds more than 0.3 of
+    the distribution's mass, normal draws with every value outside redrawn (a whole new draw per round) until
+    none is; otherwise uniform candidates on [a, b], each kept when log(u) of a uniform u is below the log of
+    its density relative to the peak, the others redrawn, again whole tensors per round."""
     def cdf(x):
         return (1.0 + math.erf(x / math.sqrt(2.0))) / 2.0
     if mean < a - 2 * std or mean > b + 2 * std:
         warnings.warn("mean is more than 2 std from [a, b] in nn.init.trunc_normal_. The distribution of values may "
                       "be incorrect.", stacklevel=2)
-    mass = cdf((b - mean) / std) - cdf((a - mean) / std)
     with ember.no_grad():
-        tensor.normal_(mean, std, generator=generator)
-        for _ in range(_MAX_ROUNDS):
-            outside = (tensor < a) | (tensor > b)
-            if not outside.any():
-                return tensor
-            redraw = ember.empty_like(tensor).normal_(mean, std, generator=generator)
-            tensor.copy_(ember.where(outside, redraw, tensor))
-    raise RuntimeError(f"trunc_normal_: [{a}, {b}] holds only {mass:.3g} of the normal distribution's mass, too "
-                       "little to sample by rejection")
+        if cdf((b - mean) / std) - cdf((a - mean) / std) > 0.3:
+            lo, hi = (ember.tensor(v, dtype=tensor.dtype).item() for v in (a, b))  # the bounds the tensor holds
+            tensor.normal_(mean, std, generator=generator)
+            while (outside := (tensor < lo) | (tensor > hi)).any():
+                tensor.copy_(ember.where(outside, ember.empty_like(tensor).normal_(mean, std, generator=generator),
+                                         tensor))
+            return tensor
+        mode = max(a, min(mean, b))
+        log_peak = -0.5 * ((mode - mean) / std) ** 2
 
-
-_MAX_ROUNDS = 1000
+        def rejected(candidates):
+            log_density = candidates.sub(mean).div_(std).pow_(2).mul_(-0.5).sub_(log_peak)
+            return ember.empty_like(tensor).uniform_(generator=generator).log_().gt(log_density)
+        tensor.uniform_(a, b, generator=generator)
+        pending = rejected(tensor)
+        while pending.any():
+            candidates = ember.empty_like(tensor).uniform_(a, b, generator=generator)
+            tensor.copy_(ember.where(pending, candidates, tensor))
+            pending = ember.where(pending, rejected(candidates), pending)
+        return tensor
 
 
 def constant_(tensor, val):
@@ -124,7 +133,7 @@ def _check_empty(tensor):
 
 def xavier_uniform_(tensor, gain=1.0, generator=None):
     fan_in, fan_out = _fans(tensor)
-    bound = gain * math.sqrt(6.0 / float(fan_in + fan_out))
+    bound = math.sqrt(3.0) * (gain * math.sqrt(2.0 / float(fan_in + fan_out)))  # PyTorch's rounding of the bound
     return uniform_(tensor, -bound, bound, generator)
 
 
@@ -174,15 +183,17 @@ def orthogonal_(tensor, gain=1, generator=None):
 
 
 def sparse_(tensor, sparsity, std=0.01, generator=None):
-    """Normal(0, std) values with a fraction ``sparsity`` of each column set to zero."""
+    """Normal(0, std) values with a fraction ``sparsity`` of each column set to zero: the rows a permutation
+    puts first, one permutation per column, as PyTorch draws them (from the default generator)."""
     if tensor.dim() != 2:
         raise ValueError("Only tensors with 2 dimensions are supported")
     rows, cols = tensor.shape
     zeros = int(math.ceil(sparsity * rows))
     with ember.no_grad():
         tensor.normal_(0, std, generator=generator)
-        order = ember.rand(rows, cols, generator=generator, device=tensor.device).argsort(0)
-        return tensor.scatter_(0, order[:zeros], 0.0)
+        for col in range(cols):
+            tensor[ember.randperm(rows, device=tensor.device)[:zeros], col] = 0
+        return tensor
 
 
 def _deprecated(new):
