@@ -173,8 +173,9 @@ def docs(session):
 def bench(session):
     """ember against PyTorch on the CPU; prints ratios. Not in the default run: timings need a quiet machine."""
     session.install("torch==2.13.0", "threadpoolctl", *_editable(ALL))
-    out = os.environ.get("EMBER_BENCH_JSON", "bench-results/bench.json")
+    # results go to bench-results/<date>-<commit>.json unless EMBER_BENCH_JSON names a file
+    out = ["--json", os.environ["EMBER_BENCH_JSON"]] if os.environ.get("EMBER_BENCH_JSON") else []
     # OPENBLAS_CORETYPE/OPENBLAS_L2_SIZE (set on some machines for old OpenBLAS builds) slow
     # a current NumPy's BLAS; the benchmark command alone runs without them (run.py prints the kernel used)
-    session.run("env", "-u", "OPENBLAS_CORETYPE", "-u", "OPENBLAS_L2_SIZE", "python", "benchmarks/run.py", "--json",
-                out, *session.posargs, external=True)
+    session.run("env", "-u", "OPENBLAS_CORETYPE", "-u", "OPENBLAS_L2_SIZE", "python", "benchmarks/run.py", *out,
+                *session.posargs, external=True)

@@ -1,7 +1,9 @@
 """Shared timing helpers for the benchmarks. A benchmark measures and reports; it never asserts."""
 import os
+import statistics
 import subprocess
 import sys
+import time
 import timeit
 
 BENCHMARKS = []
@@ -21,6 +23,23 @@ def best(stmt, repeat=7, **namespace):
     number, _ = timer.autorange()
     number = max(1, number)
     return min(timer.repeat(repeat=repeat, number=number)) / number
+
+
+def interleaved(fe, ft, repeats=9, budget=0.02):
+    """Median seconds per call of ``fe`` (ember) and ``ft`` (torch), timed alternately: each repeat runs ``fe``
+    then ``ft`` enough times to take about ``budget`` seconds, so load from other processes touches both alike.
+    The callers warm both up first."""
+    t0 = time.perf_counter()
+    fe()
+    number = max(1, int(budget / max(time.perf_counter() - t0, 1e-7)))
+    times = {"ember": [], "torch": []}
+    for _ in range(repeats):
+        for side, f in (("ember", fe), ("torch", ft)):
+            t0 = time.perf_counter()
+            for _ in range(number):
+                f()
+            times[side].append((time.perf_counter() - t0) / number)
+    return {side: statistics.median(ts) for side, ts in times.items()}
 
 
 def import_time(module, runs=7):
