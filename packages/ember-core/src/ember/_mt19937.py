@@ -12,7 +12,6 @@ NumPy's, which can differ from libm's in the last bit, for larger ones.
 """
 import math
 import os
-import platform
 
 import numpy as np
 
@@ -26,12 +25,12 @@ _F32 = np.float32
 
 def _capability():
     """(AVX2 fill kernels, fused multiply-adds) of the PyTorch build the dispatcher picks here."""
-    if platform.machine().lower() in ("arm64", "aarch64"):
-        return False, True
     try:
         from numpy._core._multiarray_umath import __cpu_features__ as features
     except ImportError:  # NumPy 1.x
         from numpy.core._multiarray_umath import __cpu_features__ as features
+    if features.get("ASIMD"):  # 64-bit ARM: every build fuses
+        return False, True
     avx2 = bool(features.get("AVX2") and features.get("FMA3"))
     if os.environ.get("ATEN_CPU_CAPABILITY", "").lower() == "default":
         avx2 = False
