@@ -10,7 +10,7 @@ import torch
 from optable import needs_autograd
 
 import ember
-from ember._ops import activation, losses, nn_misc
+from ember._ops import activation, losses, nn_misc, normalization
 from ember._registry import REGISTRY
 
 pytestmark = needs_autograd
@@ -204,6 +204,50 @@ def test_relu_grad_selects(dtype, path, monkeypatch):
     got, want = edx.detach().numpy(), tdx.numpy()
     np.testing.assert_array_equal(got, want)
     np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+
+
+# ---- batch norm ---------------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("shape", [(6, 3), (4, 3, 1), (4, 3, 5), (2, 3, 4, 5)])
+@pytest.mark.parametrize("affine", [False, True])
+@pytest.mark.parametrize("needs", ["all", "input", "weight"])
+@pytest.mark.parametrize("create_graph", [False, True])
+def test_batch_norm_grad(dtype, shape, affine, needs, create_graph, monkeypatch):
+    """Training mode, inputs far from zero mean (the variance in two passes), non-contiguous; the running
+    statistics updated as torch's."""
+    rng = np.random.default_rng(len(shape))
+    x = rng.standard_normal(shape[::-1]).T * 3 + 50
+    tx, ex = _pair(x, dtype, needs != "weight")
+    tw, ew = _pair(rng.uniform(0.5, 2.0, 3), dtype, needs != "input") if affine else (None, None)
+    tb, eb = _pair(rng.standard_normal(3), dtype, needs != "input") if affine else (None, None)
+    stats = [_pair(a, dtype, requires_grad=False) for a in (rng.standard_normal(3), rng.uniform(0.5, 2.0, 3))]
+    ty = torch.batch_norm(tx, tw, tb, stats[0][0], stats[1][0], True, 0.3, 1e-5, False)
+    ey = REGISTRY["batch_norm"].fn(ex, ew, eb, stats[0][1], stats[1][1], True, 0.3, 1e-5, False)
+    _close(ey, ty, dtype)
+    for t, e in stats:
+        _close(e, t, dtype)
+    tg, eg = _pair(rng.standard_normal(shape), dtype, requires_grad=False)
+    wrt = [(t, e) for t, e in ((tx, ex), (tw, ew), (tb, eb)) if t is not None and t.requires_grad]
+    if not wrt:
+        return
+    seen = _spy(monkeypatch, normalization, "_batch_norm_array_grads")
+    tgrads = torch.autograd.grad(ty, [t for t, _ in wrt], tg)
+    egrads = ember.autograd.grad(ey, [e for _, e in wrt], eg, create_graph=create_graph)
+    assert len(seen) == (not create_graph)
+    for e, t in zip(egrads, tgrads):
+        _close(e, t, dtype)
+
+
+def test_batch_norm_double_backward():
+    rng = np.random.default_rng(0)
+    (tx, ex), (tw, ew) = _pair(rng.standard_normal((4, 3, 5)), "float64"), _pair(rng.uniform(1, 2, 3), "float64")
+    tgx, tgw = torch.autograd.grad(torch.batch_norm(tx, tw, None, None, None, True, 0.1, 1e-5, False).sin().sum(),
+                                   (tx, tw), create_graph=True)
+    egx, egw = ember.autograd.grad(REGISTRY["batch_norm"].fn(ex, ew, None, None, None, True, 0.1, 1e-5, False).sin()
+                                   .sum(), (ex, ew), create_graph=True)
+    for e, t in zip(ember.autograd.grad((egx * egw.sum()).sum(), (ex, ew)),
+                    torch.autograd.grad((tgx * tgw.sum()).sum(), (tx, tw))):
+        _close(e, t, "float64")
 
 
 # ---- argument binding ---------------------------------------------------------------------------

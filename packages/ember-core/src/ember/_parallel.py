@@ -206,3 +206,13 @@ def expression(fn, *operands, out=None):
         fn(xp, out, *operands)
         return out
     return _run(functools.partial(fn, np), out, operands, True)
+
+
+def loop(fn, *operands, out, minimum):
+    """``fn(*operands, out)`` for a compiled elementwise loop over flat C-contiguous arrays that releases the GIL
+    (ember's numba loops): over the cores when the operands have ``minimum`` elements or more and split. Such a
+    loop costs more per element than a NumPy ufunc, so it splits from smaller sizes. Returns ``out``."""
+    if _shape(operands, out, minimum) is None:
+        fn(*operands, out)
+        return out
+    return _run(lambda o, *a: fn(*a, o), out, operands, False)

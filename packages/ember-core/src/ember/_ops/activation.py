@@ -8,11 +8,12 @@ import math
 import numpy as np
 
 from .. import _dtype as D
-from .. import _kernels
+from .. import _erf, _kernels
 from .. import _mt19937 as MT
 from .._parallel import pool
 from .._random import generator_for
 from .._registry import TORCH_NAME, op
+from .arithmetic import saves, wanted
 from .comparison import where
 from .pointwise import _elu, _elu_grad, quiet
 
@@ -198,7 +199,7 @@ def pointwise_vjp(o, derivative):
         return grads(ctx, o, input=g * derivative(**a))
 
 
-_SQRT_2_PI, _SQRT_1_2 = math.sqrt(2 / math.pi), math.sqrt(0.5)
+_SQRT_2_PI = math.sqrt(2 / math.pi)
 
 
 def _finite_range(x):
@@ -217,48 +218,48 @@ def above_neg_inf(xp, x):
 @quiet
 def gelu(xp, input, approximate="none"):
     """Gaussian error linear unit ``x * Phi(x)``; ``approximate='tanh'`` uses the tanh formula."""
-    x = above_neg_inf(xp, floating(input, "GeluKernelImpl"))
-    if approximate == "tanh":
-        r = 0.5 * x * (1 + xp.tanh(_SQRT_2_PI * (x + 0.044715 * x ** 3)))
-    elif approximate == "none":
-        r = 0.5 * x * (1 + erf(xp, x.astype(np.float64) * _SQRT_1_2).astype(x.dtype))
-    else:
+    x = floating(input, "GeluKernelImpl")
+    if approximate not in ("none", "tanh"):
         raise RuntimeError(f"approximate argument must be either none or tanh. Got {approximate}")
-    return r.astype(input.dtype, copy=False)
+    return _erf.gelu(xp, x, approximate).astype(input.dtype, copy=False)
 
 
-def erf(xp, x):
-    """The error function (NumPy has none): its Taylor series near zero, the continued fraction of erfc
-    beyond, both to double precision."""
-    a = xp.abs(x)
-    near = a < 2.5
-    t = xp.where(near, x, 0)
-    t2, term, s = t * t, t, t
-    for n in range(1, 70):
-        term = term * (-t2 / n)
-        s = s + term / (2 * n + 1)
-    b = xp.where(near, 2.5, a)
-    f = b
-    for k in range(80, 0, -1):
-        f = b + (k / 2) / f
-    tail = 1 - xp.exp(-b * b) / (math.sqrt(math.pi) * f)
-    return xp.where(near, s * (2 / math.sqrt(math.pi)), xp.where(x < 0, -tail, tail))
+@gelu.vjp
+@saves(out=False)
+def _(ctx, g):
+    a = bound(ctx, gelu)
+    return grads(ctx, gelu, input=_gelu_backward(g, a["input"], a["approximate"]))
 
 
-def _gelu_grad(input, approximate="none"):
-    if approximate == "tanh":
-        inner = _SQRT_2_PI * (input + 0.044715 * input ** 3)
-        t = inner.tanh()
-        return 0.5 * (1 + t) + 0.5 * input * (1 - t * t) * _SQRT_2_PI * (1 + 3 * 0.044715 * input * input)
-    # Phi(x) = gelu(x) / x (ember-core has no erf op); at zero its first-order Taylor polynomial, which has the
-    # value 1/2 and Phi's first and second derivatives there (so higher-order gradients stay right)
-    nz = input != 0
-    density = 1 / math.sqrt(2 * math.pi)
-    cdf = where(nz, gelu.fn(input) / where(nz, input, 1.0), 0.5 + density * input)
-    return cdf + input * (-0.5 * input * input).exp() * density
+@op("_gelu_backward", method=False, function=False)
+@quiet
+def _gelu_backward(xp, grad_output, input, approximate="none"):
+    """GELU's VJP ``grad_output * gelu'(input)`` as one op, one pass over the arrays (a double backward records
+    this node, whose own VJP is written in ember ops)."""
+    same_dtype("gelu_backward", grad_output, input)
+    x = floating(input, "GeluBackwardKernelImpl")
+    return _erf.gelu_backward(xp, up(grad_output), x, approximate).astype(input.dtype, copy=False)
 
 
-pointwise_vjp(gelu, _gelu_grad)
+@_gelu_backward.vjp
+def _(ctx, gg):
+    a = bound(ctx, _gelu_backward)
+    g, x, approximate = a["grad_output"], a["input"], a["approximate"]
+    need = wanted(ctx)
+    return (_gelu_backward(gg, x, approximate) if need[0] else None,
+            gg * g * _gelu_second(x, approximate) if need[1] else None)
+
+
+def _gelu_second(x, approximate):
+    """GELU's second derivative, in ember ops (so that higher orders follow)."""
+    if approximate == "none":  # phi(x) (2 - x^2)
+        return (-0.5 * x * x).exp() * (2 - x * x) / math.sqrt(2 * math.pi)
+    # x sigmoid(v), v = x (K0 + K1 x^2): 2 s' v' + x (s'' v'^2 + s' v''), s' = s (1 - s), s'' = s' (1 - 2 s)
+    k0, k1 = 2 * _SQRT_2_PI, 2 * _SQRT_2_PI * 0.044715
+    s = (x * (k0 + k1 * x * x)).sigmoid()
+    d1 = s * (1 - s)
+    dv = k0 + 3 * k1 * x * x
+    return 2 * d1 * dv + x * (d1 * (1 - 2 * s) * dv * dv + d1 * 6 * k1 * x)
 
 
 @activation("silu", "silu")

@@ -467,28 +467,16 @@ def legendre_p(x, n):
 
 
 @_jit
-def erf(x):
-    x = np.float64(x)
-    return math.erf(x)
-
-
-@_jit
-def erfc(x):
-    x = np.float64(x)
-    return math.erfc(x)
-
-
-@_jit
 def lgamma(x):
     x = np.float64(x)
     return _INF if x == -_INF else math.lgamma(x)  # PyTorch: inf at -inf
 
 
-# ---- float32 erf, erfc, ndtr: branch-free polynomial loops that LLVM vectorises (the C library's scalar
-# erf costs ten times PyTorch's SIMD kernel). Computed in float64, good to about 1e-10 before the one
-# rounding to float32: erf(x) / x as a polynomial in x^2 for |x| < 0.9, above it erfc(a) = exp(-a^2) W(1/a) / a
-# with W(s) = erfcx(1/s) / s on two intervals of s, exp(-a^2) by ``_exp``; one pass over the data. The polynomials
-# interpolate SciPy's float64 functions at Chebyshev points (computed once, at first use).
+# ---- float32 erfcx and log_ndtr: branch-free polynomial loops that LLVM vectorises. Computed in float64, good
+# to about 1e-10 before the one rounding to float32: erf(x) / x as a polynomial in x^2 for |x| < 0.9, above it
+# erfcx(a) = W(1/a) / a with W(s) = erfcx(1/s) / s on two intervals of s. The polynomials interpolate SciPy's float64
+# functions at Chebyshev points (computed once, at first use). (erf, erfc and ndtr themselves are ember-core's
+# loops, ember._erf.)
 def _fit(f, lo, hi, degree):
     from numpy.polynomial import chebyshev
     c = chebyshev.chebinterpolate(lambda u: f(lo + (u + 1) * (hi - lo) / 2), degree)
@@ -559,38 +547,6 @@ def _log(x):
     s = f / (2.0 + f)  # log(m) = 2 atanh(s), |s| <= 0.172
     r = e * _LN2_HI + (s * _horner(_ATANH_ODD, s * s) + e * _LN2_LO)
     return r if 0.0 < x < _INF else (-_INF if x == 0.0 else (x if x > 0.0 else _NAN))
-
-
-def _erf_loop(kind):
-    """erf (kind 0), erfc (1) or ndtr (2) of float32 ``x`` into ``out``, in float64 (for ndtr of v = -x / sqrt(2))."""
-    def loop(x, out):
-        for i in range(out.size):
-            x64 = np.float64(x[i])
-            v = x64 * (-1 / math.sqrt(2.0)) if kind == 2 else x64
-            a = abs(v)
-            s = 1.0 / a
-            w = _horner(_P1, _A1 * s + _B1) if s > 0.4 else _horner(_P0, _A0 * s + _B0)
-            q = _exp(-(v * v)) * w * s  # erfc(|v|) for |v| >= 0.9
-            p = _horner(_SP, _SA * (v * v) + _SB) * v  # erf(v) for |v| < 0.9
-            if kind == 0:
-                r = p if a < 0.9 else math.copysign(1.0 - q, v)
-            else:
-                r = 1.0 - p if a < 0.9 else (q if v > 0.0 else 2.0 - q)
-                if kind == 2:
-                    r *= 0.5
-            out[i] = r
-    return numba.njit(nogil=True, error_model="numpy")(loop)  # no ZeroDivisionError branch: vectorisable
-
-
-_ERF_LOOPS = {}
-
-
-def erf_family_f32(kind, x, out):
-    """erf (kind 0), erfc (1) or ndtr (2) of the flat float32 array ``x`` into ``out`` (one thread's block)."""
-    loop = _ERF_LOOPS.get(kind)
-    if loop is None:
-        loop = _ERF_LOOPS[kind] = _erf_loop(kind)
-    loop(x, out)
 
 
 # erfcx(a) = exp(a^2) erfc(a) ~ (1 - 1/(2a^2) + 3/(4a^4) - ...) / (a sqrt(pi)): beyond 10.6 (s = 1/a below the

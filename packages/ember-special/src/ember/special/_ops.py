@@ -10,6 +10,7 @@ import math
 import numpy as np
 
 import ember
+from ember import _erf
 from ember._registry import TORCH_NAME
 from ember._tensor import Tensor
 
@@ -30,12 +31,6 @@ def _sp(xp, name, *arrays):
     if arrays[-1].dtype == np.float32:
         return blocks(lambda *a: f(*a[:-1], out=a[-1], dtype=np.float64, casting="same_kind"), *arrays)
     return blocks(lambda *a: f(*a[:-1], out=a[-1]), *arrays)
-
-
-def _erf_family(kind, x):
-    """erf, erfc or ndtr (kind 0, 1, 2) of a float32 NumPy array by ember's vectorised numba loops."""
-    from . import _numba
-    return blocks(lambda a, out: _numba.erf_family_f32(kind, a, out), x)
 
 
 def _f32(name, x):
@@ -352,10 +347,8 @@ def _(ctx, g):
 # ---- error function family --------------------------------------------------------------------
 @special_op("erf", public=True)
 def erf(xp, x):
-    """Error function."""
-    if xp is np and x.dtype == np.float64:  # the C library's erf, as PyTorch's (SciPy's is less exact)
-        return kernel(xp, "erf", x)
-    return _erf_family(0, x) if xp is np else _sp(xp, "erf", x)
+    """Error function (ember-core's loops: float32 ones of its own, the C library's erf for float64)."""
+    return _erf.erf(xp, x)
 
 
 @erf.vjp
@@ -366,10 +359,8 @@ def _(ctx, g):
 
 @special_op("erfc", public=True)
 def erfc(xp, x):
-    """Complementary error function ``1 - erf(input)``."""
-    if xp is np and x.dtype == np.float64:  # the C library's erfc, as PyTorch's (SciPy's is less exact)
-        return kernel(xp, "erfc", x)
-    return _erf_family(1, x) if xp is np else _sp(xp, "erfc", x)
+    """Complementary error function ``1 - erf(input)`` (ember-core's loops, as ``erf``)."""
+    return _erf.erfc(xp, x)
 
 
 @erfc.vjp
@@ -405,7 +396,7 @@ def _(ctx, g):
 @special_op("ndtr")
 def ndtr(xp, x):
     """Standard normal cumulative distribution function."""
-    return _erf_family(2, x) if xp is np and x.dtype == np.float32 else _sp(xp, "ndtr", x)
+    return _erf.ndtr(xp, x) if xp is np and x.dtype == np.float32 else _sp(xp, "ndtr", x)
 
 
 @ndtr.vjp
