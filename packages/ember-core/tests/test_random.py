@@ -6,6 +6,7 @@ import math
 import os
 import subprocess
 import sys
+import warnings
 from fractions import Fraction
 
 import numpy as np
@@ -478,6 +479,39 @@ def test_values_and_stream_position_match_torch(name):
             assert a.dtype == b.dtype and a.shape == b.shape
             np.testing.assert_array_equal(a, b)
         assert np.array_equal(state, their_state)  # the same stream position, cached normal included
+
+
+BOUNDS = {  # random_'s bounds as PyTorch moves and checks them: values, or the exception and its message
+    "whole_int64": lambda m: m.zeros(3, dtype=m.int64).random_(-2 ** 63, None),
+    "whole_float": lambda m: m.zeros(3).random_(-2 ** 63, None),
+    "whole_int32": lambda m: m.zeros(3, dtype=m.int32).random_(-2 ** 63, None),
+    "whole_half": lambda m: m.zeros(3, dtype=m.float16).random_(-2 ** 63, None),
+    "whole_bool": lambda m: m.zeros(3, dtype=m.bool).random_(-2 ** 63, None),
+    "to_negative": lambda m: m.zeros(3, dtype=m.int32).random_(-2 ** 63),
+    "half_beyond_max": lambda m: m.zeros(3, dtype=m.float16).random_(0, 70000),
+    "half_below_min": lambda m: m.zeros(3, dtype=m.float16).random_(-70000, 0),
+    "float_from_digits": lambda m: m.zeros(3).random_(2 ** 24, None),
+    "float_below_digits": lambda m: m.zeros(3).random_(2 ** 24 - 1, None),
+    "int8_from_max": lambda m: m.zeros(3, dtype=m.int8).random_(127, None),
+    "int8_beyond": lambda m: m.zeros(3, dtype=m.int8).random_(128, None),
+    "empty_checked": lambda m: m.zeros(0, dtype=m.int8).random_(5, 300),
+    "bool_to_3": lambda m: m.zeros(3, dtype=m.bool).random_(0, 3),
+    "bfloat16_far": lambda m: m.zeros(3, dtype=m.bfloat16).random_(2 ** 40, 2 ** 40 + 5),
+    "uint8_negative": lambda m: m.zeros(3, dtype=m.uint8).random_(-1, 5),
+}
+
+
+@pytest.mark.parametrize("name", BOUNDS)
+def test_random_bounds_match_torch(name):
+    def outcome(m):
+        m.manual_seed(0)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                return _host(BOUNDS[name](m)).tolist()
+        except Exception as e:  # noqa: BLE001 - the exception type and message are what is compared
+            return type(e), str(e).replace("torch.", "ember.")
+    assert outcome(ember) == outcome(torch)
 
 
 @pytest.mark.parametrize("name", [*ULP, *ULP2])

@@ -103,13 +103,20 @@ class Stream:
 # ---- draws as numbers ----------------------------------------------------------------------------------
 def unit24(s, n):
     """float uniforms on [0, 1): the low 24 bits of 32-bit draws."""
-    return (s.u32(n) & 0xFFFFFF).astype(_F32) * _F32(2.0 ** -24)
+    r = s.u32(n)
+    v = np.bitwise_and(r, 0xFFFFFF, out=r).astype(_F32)
+    v *= _F32(2.0 ** -24)
+    return v
 
 
 def unit53(s, n):
-    """double uniforms on [0, 1): the low 53 bits of 64-bit draws."""
-    w = s.u32(2 * n).view(np.uint64)  # as in u64, with the mask applied to the first draw before the swap
-    return (((w & 0x1FFFFF) << 32) | (w >> 32)).astype(np.float64) * 2.0 ** -53
+    """double uniforms on [0, 1): the low 53 bits of 64-bit draws (21 of the first draw, then the second)."""
+    r = s.u32(2 * n).reshape(n, 2)
+    v = np.bitwise_and(r[:, 0], 0x1FFFFF).astype(np.float64)
+    v *= 2.0 ** 32
+    v += r[:, 1]
+    v *= 2.0 ** -53
+    return v
 
 
 def _libm(name, x):
@@ -332,11 +339,25 @@ def uniform(s, n, dtype, low, high):
         return np.where(v == high, low, v)
     lo, hi = _F32(low), _F32(high)
     v = unit24(s, n)
-    if (low, high) != (0.0, 1.0):
-        v = _madd(v, hi - lo, lo, FUSED)
+    if (low, high) != (0.0, 1.0) and FUSED:
+        # u (24 bits below 1) times the width plus low: exact in double when all its bits fit in 53
+        width = hi - lo
+        grain = min(_lowest_bit(float(lo)), _lowest_bit(float(width)) * 2.0 ** -24)
+        v = fma32(v, width, lo, exact=abs(float(width)) + abs(float(lo)) >= 2.0 ** 53 * grain)
+    elif (low, high) != (0.0, 1.0):
+        v = v * (hi - lo) + lo
     v = v.astype(dtype, copy=False)
     top = np.asarray(hi).astype(dtype)
     return np.where(v == top, np.asarray(lo).astype(dtype), v)
+
+
+def _lowest_bit(x):
+    """The value of the lowest set bit of the float ``x`` (inf for 0)."""
+    if x == 0:
+        return math.inf
+    m, e = math.frexp(abs(x))
+    i = int(m * 2 ** 53)
+    return (i & -i) * 2.0 ** (e - 53)
 
 
 def integers(s, n, dtype, low, span, wide=None):
@@ -345,7 +366,12 @@ def integers(s, n, dtype, low, span, wide=None):
     of 2**64 (the whole int64 range) takes the draws as they are, as signed values."""
     if wide is None:
         wide = span >= 1 << 28
-    r = s.u64(n) if wide else s.u32(n)
+    if not wide:  # 32-bit draws: the sum stays in int64
+        r = s.u32(n)
+        v = np.remainder(r, np.uint32(span), out=r).astype(np.int64)
+        v += low
+        return cast(v, dtype)
+    r = s.u64(n)
     if span < 1 << 64:
         r = r % np.uint64(span) + np.uint64(low % (1 << 64))
     return cast(r.view(np.int64), dtype)

@@ -124,7 +124,7 @@ class Generator:
         Mersenne Twister (CPU), or a fresh CUDA stream."""
         if self._stream is not None:
             self._stream.fresh = False
-            return np.random.Generator(self._stream.bits)
+            return self._stream.numpy
         key = np.random.SeedSequence([self._seed, self._offset]).generate_state(1, np.uint64)[0]
         self._offset += 1
         return _CudaDraws(self.device.index, key)
@@ -317,8 +317,10 @@ def _not_implemented(kernel, dtype):
 
 
 def _in_dtype(v, dtype):
-    """``v`` cast to ``dtype`` and back to an int, as C++ casts int64 to it (half types through float)."""
-    return int(MT.cast(np.array([v], np.int64), D.storage(dtype))[0])
+    """``v`` cast to ``dtype`` and back to an int, as C++ casts int64 to it (half types through float; an
+    overflow stays infinite, which the range checks then reject)."""
+    r = float(MT.cast(np.array([v], np.int64), D.storage(dtype))[0])
+    return int(r) if math.isfinite(r) else r
 
 
 def _int_range(frm, to, dtype):
@@ -329,6 +331,12 @@ def _int_range(frm, to, dtype):
     to = None if to is None else operator.index(to)
     if any(v is not None and not -(1 << 63) <= v < (1 << 63) for v in (frm, to)):
         raise ValueError("Overflow when unpacking long long")
+    if to is None and frm == -(1 << 63):
+        if dtype in (D.float16, D.bool):
+            raise _not_implemented("random_full_64_bits_range_kernel_cpu", dtype)
+        if dtype not in (D.int64, D.float64, D.float32, D.bfloat16):
+            raise RuntimeError("random_full_64_bits_range_kernel_cpu handles only int64, double, float and bfloat16")
+        return 0, _U64
     floating = dtype.is_floating_point
     if floating:
         digits = _DIGITS[dtype]
@@ -344,10 +352,6 @@ def _int_range(frm, to, dtype):
                 raise RuntimeError(f"random_ expects 'from' casted to dtype to be less than 'to' casted to dtype, "
                                    f"but got from={frm} >= to={to}")
         to_inc = to - 1
-    elif frm == -(1 << 63):
-        if dtype not in (D.int64, D.float64, D.float32, D.bfloat16):
-            raise RuntimeError("random_full_64_bits_range_kernel_cpu handles only int64, double, float and bfloat16")
-        return 0, _U64
     else:
         to_inc = 1 << digits if floating else D.iinfo(dtype).max
         if floating and frm >= to_inc:
