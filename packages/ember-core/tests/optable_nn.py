@@ -193,6 +193,28 @@ def acts(*kwargs_list):
     return samples
 
 
+def _gelu_backward_call(m, grad, x, **kwargs):
+    """ember's GELU VJP op against torch's aten.gelu_backward."""
+    if m is torch:
+        return torch.ops.aten.gelu_backward(grad, x, **kwargs)
+    return REGISTRY["_gelu_backward"].fn(grad, x, **kwargs)
+
+
+_gelu_backward_call.direct = True
+
+
+def gelu_backwards(dtype, rng):
+    """(grad, input) pairs: NaN/inf in the input (with a unit gradient), non-contiguous, empty, 0-d; both formulas
+    (an infinite gradient times a derivative of either sign is inf or NaN depending on torch's kernel path)."""
+    v = lambda *s: values(dtype, s, rng)  # noqa: E731
+    x = values(dtype, (3, 4), rng, special=True)
+    out = []
+    for k in ({}, {"approximate": "tanh"}):
+        out += [((np.ones((3, 4)), x), k), ((v(3, 4), v(3, 4)), k), ((NC(v(4, 3)), NC(v(4, 3))), k),
+                ((v(0, 4), v(0, 4)), k), ((v(), v()), k)]
+    return out
+
+
 def glus(dtype, rng):
     v = _v(dtype, rng)
     return [((v(3, 4),), {}), ((v(4, 3), 0), {}), ((v(3, 5),), {}), ((v(),), {}), ((NC(v(4, 6)),), {})]
@@ -216,6 +238,7 @@ LINES += [
     Line("log_softmax", fn("log_softmax"), softmaxes, dtypes=ALL),
     Line("gelu", nnf("gelu"), lambda d, r: acts({"approximate": "tanh"}, {"approximate": "nope"})(d, r) + [
         ((values(d, (3, 4), r, special=d in FLOATS),), {"approximate": "tanh"})], dtypes=ALL, limits=X_TIMES_CDF),
+    Line("_gelu_backward", _gelu_backward_call, gelu_backwards, dtypes=FLOATS),
     Line("silu", nnf("silu"), acts(), dtypes=ALL, limits=X_TIMES_CDF),
     Line("mish", nnf("mish"), acts(), dtypes=ALL, limits=X_TIMES_CDF),
     Line("hardtanh", nnf("hardtanh"), acts({"min_val": -0.5, "max_val": 2.0}, {"min_val": 2.0, "max_val": 1.0}),

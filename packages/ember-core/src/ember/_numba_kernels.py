@@ -192,7 +192,7 @@ def _phi64(v):
     w = -v * _SQRT1_2
     d = _fma(-v, _SQRT1_2, -w) - v * _SQRT1_2_LO
     r = 0.5 * math.erfc(w)
-    return r - r * 2.0 * w * d if w > 0.0 else r
+    return r - r * 2.0 * w * d if 0.0 < w < 40.0 else r  # (erfc(40) is 0 in float64)
 
 
 @_jit
@@ -209,7 +209,8 @@ def gelu_backward_f64(x, g, out):
         v = x[i]
         h = 0.5 * v
         hi = h * v
-        density = math.exp(-hi) * (1.0 - _fma(h, v, -hi)) * _INV_SQRT_2PI64  # exp(-(hi + lo)), lo tiny
+        lo = _fma(h, v, -hi) if hi < 1e300 else 0.0
+        density = math.exp(-hi) * (1.0 - lo) * _INV_SQRT_2PI64  # exp(-(hi + lo)), lo tiny
         out[i] = g[i] * (_phi64(v) + v * density)  # (NaN at the infinities, as PyTorch's gradient)
 
 
@@ -256,7 +257,9 @@ def _gelu_tanh(v, e):
 def _gelu_tanh_grad(v, e):
     """sigmoid(2u) + x sigmoid'(2u) d(2u)/dx, sigmoid' = e / (1 + e)**2 (NaN at the infinities, as PyTorch's)."""
     inv = 1.0 / (1.0 + e)
-    return (inv if v >= 0.0 else e * inv) + v * _fma(_DK1, v * v, _K0) * e * inv * inv
+    s = e * inv * inv
+    slope = 0.0 if s == 0.0 else v * _fma(_DK1, v * v, _K0) * s  # (0, not inf * 0, for huge finite x)
+    return (inv if v >= 0.0 else e * inv) + slope + (v - v)
 
 
 @_jit
