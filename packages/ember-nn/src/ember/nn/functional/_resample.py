@@ -82,8 +82,6 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
                              "bicubic | trilinear")
     elif align_corners is None:
         align_corners = False
-    elif not isinstance(align_corners, (bool, np.bool_)):
-        raise TypeError(f"interpolate(): argument 'align_corners' must be bool, not {type(align_corners).__name__}")
     n = input.dim() - 2
     output_size, scales = _sizes(input, n, size, scale_factor)
     if recompute_scale_factor and size is not None:
@@ -108,6 +106,8 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
             raise ValueError("Lanczos mode requires antialias=True")
     if mode == "area":
         return core(f"adaptive_avg_pool{n}d")(input, output_size)
+    if align_corners is not None and not isinstance(align_corners, (bool, np.bool_)):
+        raise TypeError(f"interpolate(): argument 'align_corners' must be bool, not {type(align_corners).__name__}")
     if output_size is None:
         output_size = _scaled(input, scales)
     return core("_upsample")(input, output_size, primitive, bool(align_corners), scales, bool(antialias))
