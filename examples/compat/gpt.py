@@ -6,12 +6,15 @@ through LambdaLR. Batches are random windows of the token stream drawn with torc
 
 The token stream comes from a random Markov chain (NumPy, fixed seed).
 
-    python gpt.py [--steps 8] [--dropout 0.0] [--no-flash]
+    python gpt.py [--steps 8] [--dropout 0.0] [--no-flash] [--out-dir DIR [--resume]]
+
+A checkpoint saved with one library resumes with the other (ember reads and writes PyTorch's format).
 """
 import argparse
 import inspect
 import math
-from dataclasses import dataclass
+import os
+from dataclasses import asdict, dataclass
 
 import numpy as np
 import torch
@@ -159,8 +162,11 @@ def make_tokens(vocab_size, n, seed=0):
     return np.array(tokens, dtype=np.uint16)
 
 
-def main(steps=8, batch_size=8, learning_rate=1e-3, min_lr=1e-4, warmup_iters=2, weight_decay=0.1,
-         grad_clip=1.0, dropout=0.0, flash=True, seed=1337):
+def main(steps=8, batch_size=8, learning_rate=1e-3, min_lr=1e-4, warmup_iters=2, lr_decay_iters=8,
+         weight_decay=0.1, grad_clip=1.0, dropout=0.0, flash=True, out_dir=None, init_from="scratch", seed=1337):
+    """Train up to iteration ``steps``; with ``out_dir``, save a checkpoint (model, optimizer, scheduler, random
+    state) there at the end; with ``init_from="resume"``, first continue from the checkpoint in ``out_dir``.
+    Returns the losses of the iterations run."""
     torch.manual_seed(seed)
     device = "cuda" if torch.cuda.is_available() else "cpu"
     device_type = "cuda" if "cuda" in device else "cpu"
@@ -180,10 +186,12 @@ def main(steps=8, batch_size=8, learning_rate=1e-3, min_lr=1e-4, warmup_iters=2,
         return x.to(device), y.to(device)
 
     def lr_lambda(it):
-        """Linear warmup, then cosine decay to min_lr at the last step (a factor of learning_rate)."""
+        """Linear warmup, then cosine decay to min_lr at lr_decay_iters (a factor of learning_rate)."""
         if it < warmup_iters:
             return (it + 1) / (warmup_iters + 1)
-        decay_ratio = (it - warmup_iters) / max(1, steps - warmup_iters)
+        if it > lr_decay_iters:
+            return min_lr / learning_rate
+        decay_ratio = (it - warmup_iters) / (lr_decay_iters - warmup_iters)
         coeff = 0.5 * (1.0 + math.cos(math.pi * decay_ratio))
         return (min_lr + coeff * (learning_rate - min_lr)) / learning_rate
 
@@ -191,8 +199,17 @@ def main(steps=8, batch_size=8, learning_rate=1e-3, min_lr=1e-4, warmup_iters=2,
     model.to(device)
     optimizer = model.configure_optimizers(weight_decay, learning_rate, (0.9, 0.95), device_type)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda)
+    iter_num = 0
+    if init_from == "resume":
+        checkpoint = torch.load(os.path.join(out_dir, "ckpt.pt"), map_location=device)
+        model.load_state_dict(checkpoint["model"])
+        optimizer.load_state_dict(checkpoint["optimizer"])
+        scheduler.load_state_dict(checkpoint["scheduler"])
+        torch.set_rng_state(checkpoint["rng_state"])
+        iter_num = checkpoint["iter_num"]
+        checkpoint = None  # free up memory
     losses = []
-    for _ in range(steps):
+    while iter_num < steps:
         X, Y = get_batch()
         logits, loss = model(X, Y)
         loss.backward()
@@ -201,14 +218,30 @@ def main(steps=8, batch_size=8, learning_rate=1e-3, min_lr=1e-4, warmup_iters=2,
         scheduler.step()
         optimizer.zero_grad(set_to_none=True)
         losses.append(loss.item())
+        iter_num += 1
+    if out_dir is not None:
+        checkpoint = {
+            "model": model.state_dict(),
+            "optimizer": optimizer.state_dict(),
+            "scheduler": scheduler.state_dict(),
+            "rng_state": torch.get_rng_state(),
+            "iter_num": iter_num,
+            "config": asdict(config),
+        }
+        os.makedirs(out_dir, exist_ok=True)
+        torch.save(checkpoint, os.path.join(out_dir, "ckpt.pt"))
     return losses
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description="GPT (nanoGPT style)")
-    parser.add_argument("--steps", type=int, default=8)
+    parser.add_argument("--steps", type=int, default=8, help="train up to this iteration")
     parser.add_argument("--dropout", type=float, default=0.0)
     parser.add_argument("--no-flash", action="store_true", help="attention as an explicit masked softmax")
+    parser.add_argument("--out-dir", default=None, help="save a checkpoint there at the end")
+    parser.add_argument("--resume", action="store_true", help="continue from the checkpoint in --out-dir")
     args = parser.parse_args()
-    for step, loss in enumerate(main(args.steps, dropout=args.dropout, flash=not args.no_flash)):
+    losses = main(args.steps, dropout=args.dropout, flash=not args.no_flash, out_dir=args.out_dir,
+                  init_from="resume" if args.resume else "scratch")
+    for step, loss in enumerate(losses):
         print(f"step {step}: loss {loss!r}")

@@ -87,3 +87,22 @@ def test_losses_match_torch(runs, case):
     rtol = CASES[case][0]
     bad = [(i, a, b) for i, (a, b) in enumerate(zip(expected, got)) if not abs(a - b) <= rtol * abs(a)]
     assert not bad, f"losses beyond rtol {rtol} (step, torch, ember): {bad}"
+
+
+def test_gpt_checkpoint_resumes_across_libraries(tmp_path):
+    """nanoGPT-style checkpoint (model, AdamW with two groups, LambdaLR, the CPU random state) saved at iteration 4
+    by one library and resumed by the other gives the losses of one uninterrupted run."""
+    a, b = repr(str(tmp_path / "from_torch")), repr(str(tmp_path / "from_ember"))
+    straight = _run(["gpt", f"gpt:steps=4,out_dir={a}"])
+    ember_run = _run([f"gpt:steps=8,out_dir={a},init_from='resume'", f"gpt:steps=4,out_dir={b}"], "-m", "ember.compat")
+    torch_run = _run([f"gpt:steps=8,out_dir={b},init_from='resume'"])
+    full = straight["gpt"]["losses"]
+    pieces = [straight[f"gpt:steps=4,out_dir={a}"], ember_run[f"gpt:steps=8,out_dir={a},init_from='resume'"],
+              ember_run[f"gpt:steps=4,out_dir={b}"], torch_run[f"gpt:steps=8,out_dir={b},init_from='resume'"]]
+    for piece in pieces:
+        assert "error" not in piece, piece["error"]
+    torch_then_ember = pieces[0]["losses"] + pieces[1]["losses"]
+    ember_then_torch = pieces[2]["losses"] + pieces[3]["losses"]
+    assert len(torch_then_ember) == len(ember_then_torch) == len(full) == 8
+    for run in (torch_then_ember, ember_then_torch):
+        assert all(abs(x - y) <= 1e-5 * abs(x) for x, y in zip(full, run)), (full, run)

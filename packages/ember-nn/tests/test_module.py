@@ -169,6 +169,23 @@ def test_repr_matches_torch_layout():
     assert repr(nn.Module()) == "Module()"
 
 
+def test_parameter_container_repr_matches_torch_layout():
+    # PyTorch's lines (dtype names aside): a ParameterList names the dtype, a ParameterDict the tensor type; each
+    # line carries two spaces of its own, so a one-entry container prints on one line with them
+    pl = nn.ParameterList([nn.Parameter(ember.ones(2, 3, dtype=ember.float64)), 7])
+    assert repr(pl) == ("ParameterList(\n    (0): Parameter containing: [ember.float64 of size 2x3]\n"
+                        "    (1): Object of type: int\n)")
+    assert repr(nn.ParameterList([nn.Parameter(ember.ones(2))])) == \
+        "ParameterList(  (0): Parameter containing: [ember.float32 of size 2])"
+    assert repr(nn.ParameterList()) == "ParameterList()"
+    assert repr(nn.ParameterDict({"w": ember.ones(2)})) == \
+        "ParameterDict(  (w): Parameter containing: [torch.FloatTensor of size 2])"
+    net = nn.Sequential(nn.ParameterList([ember.ones(1), ember.ones(1)]))
+    assert repr(net) == ("Sequential(\n  (0): ParameterList(\n"
+                         "      (0): Parameter containing: [ember.float32 of size 1]\n"
+                         "      (1): Parameter containing: [ember.float32 of size 1]\n  )\n)")
+
+
 def test_containers():
     seq = nn.Sequential(collections.OrderedDict([("x", Affine(1, 1)), ("y", Affine(1, 1))]))
     assert [n for n, _ in seq.named_children()] == ["x", "y"] and isinstance(seq[:1], nn.Sequential)

@@ -252,8 +252,7 @@ class ParameterList(Module):
         return self
 
     def extra_repr(self):
-        return "\n".join(f"({i}): Parameter containing: [{type(p).__name__} of size {'x'.join(map(str, p.shape))}]"
-                         for i, p in enumerate(self))
+        return "\n".join(_entry_repr(i, p, str(p.dtype) if hasattr(p, "dtype") else None) for i, p in enumerate(self))
 
 
 class ParameterDict(_DictProtocol, Module):
@@ -280,8 +279,20 @@ class ParameterDict(_DictProtocol, Module):
         delattr(self, key)
 
     def extra_repr(self):
-        return "\n".join(f"({k}): Parameter containing: [{type(p).__name__} of size {'x'.join(map(str, p.shape))}]"
-                         for k, p in self.items())
+        return "\n".join(_entry_repr(k, p, p.type() if hasattr(p, "type") else None) for k, p in self.items())
+
+
+def _entry_repr(key, value, type_name):
+    """A parameter container's line for one entry, as PyTorch prints it: indented by two spaces of its own (the
+    module's repr indents it again), the type named as the container does (ParameterList: the dtype,
+    ParameterDict: the tensor type)."""
+    from ember._tensor import Tensor
+    if not isinstance(value, Tensor):
+        return f"  ({key}): Object of type: {type(value).__name__}"
+    where = f" ({value.device})" if value.device.type == "cuda" else ""
+    size = "x".join(map(str, value.shape))
+    kind = "Parameter" if isinstance(value, Parameter) else "Tensor"
+    return f"  ({key}): {kind} containing: [{type_name} of size {size}{where}]"
 
 
 def _as_parameter(value):
