@@ -26,7 +26,12 @@ def node_type(name, base=Node, **attrs):
 def camel(op_name):
     """PyTorch's node name for an ATen function of that name: each ``_``-separated part title-cased (a letter
     after a digit too: log1p -> Log1P, max_pool2d -> MaxPool2D)."""
-    return "".join(part.title() for part in op_name.strip("_").split("_")) + "Backward0"
+    return _stem(op_name) + "0"
+
+
+def _stem(op_name):
+    """``camel`` without the overload number."""
+    return "".join(part.title() for part in op_name.strip("_").split("_")) + "Backward"
 
 
 FIXED = {
@@ -80,19 +85,25 @@ def _overload(index, name, tensor_is):
     overload's number)."""
     def namer(op_name, args, kwargs, result):
         n = tensor_is if _is_tensor(args, kwargs, index, name) else 1 - tensor_is
-        return f"{camel(op_name)[:-1]}{n}"
+        return _stem(op_name) + "01"[n]
     return namer
 
 
-def _reduction(op_name, args, kwargs, result):
-    """sum/mean/prod/median/nanmedian: overload 0 reduces everything, 1 takes dims."""
-    return camel(op_name)[:-1] + ("1" if _given(args, kwargs, 1, "dim") else "0")
+def _reduction(op_name):
+    """sum/mean/prod/median/nanmedian: overload 0 reduces everything, 1 takes dims (the classes found here: sum
+    and mean are recorded often)."""
+    everything, dims = node_type(_stem(op_name) + "0"), node_type(_stem(op_name) + "1")
+
+    def namer(args, kwargs, result):
+        return dims if (len(args) > 1 and args[1] is not None) or (kwargs and kwargs.get("dim") is not None) \
+            else everything
+    return namer
 
 
 def _max_min(op_name, args, kwargs, result):
     if _is_tensor(args, kwargs, 1, "other"):
         return "MaximumBackward0" if op_name == "max" else "MinimumBackward0"
-    return camel(op_name)[:-1] + ("0" if _given(args, kwargs, 1, "dim") else "1")
+    return _stem(op_name) + ("0" if _given(args, kwargs, 1, "dim") else "1")
 
 
 def _pow(op_name, args, kwargs, result):
@@ -185,7 +196,6 @@ def _chunk(op_name, args, kwargs, result):
 
 
 BY_CALL = {
-    "sum": _reduction, "mean": _reduction, "prod": _reduction, "median": _reduction, "nanmedian": _reduction,
     "max": _max_min, "min": _max_min, "pow": _pow, "float_power": _pow, "clamp": _clamp, "clip": _clamp,
     "clamp_min": _overload(1, "min", 1), "clamp_max": _overload(1, "max", 1),
     "remainder": _overload(1, "other", 1), "fmod": _overload(1, "other", 1), "copysign": _overload(1, "other", 0),
@@ -205,10 +215,17 @@ BY_CALL = {
 }
 
 
+# op name -> namer(args, kwargs, result) -> node class
+_NAMERS = {name: _reduction(name) for name in ("sum", "mean", "prod", "median", "nanmedian")}
+for _name, _namer in BY_CALL.items():
+    _NAMERS[_name] = (lambda op_name, f: lambda args, kwargs, result: node_type(f(op_name, args, kwargs, result)))(
+        _name, _namer)
+
+
 def node_type_of(op, args, kwargs, result, cache):
     """The node class of a call of ``op``; kept in ``cache`` (op -> class) when it does not depend on the call."""
-    namer = BY_CALL.get(op.name)
+    namer = _NAMERS.get(op.name)
     if namer is not None:
-        return node_type(namer(op.name, args, kwargs, result))
+        return namer(args, kwargs, result)
     cls = cache[op] = node_type(FIXED.get(op.name) or camel(op.name))
     return cls
