@@ -607,15 +607,17 @@ def test_randperm_of_huge_n_is_torch_inside_out_shuffle(monkeypatch):
         assert got.tolist() == ref
 
 
-def test_avx2_steps_without_midpoint_test_never_meet_one(monkeypatch):
-    """The normal fill's log and sincos skip fma32's midpoint test in some steps: no input they get meets the
-    midpoint case there (checked over all 2**24 uniforms; here over every 16th)."""
-    original = MT.fma32
-
+def test_avx2_kernel_steps_never_round_twice(monkeypatch):
+    """The normal fill's log and sincos skip fma32's midpoint test: no input they get makes a sum that is
+    inexact in double and lands on a float midpoint, where rounding twice could differ from one fused rounding
+    (checked over all 2**24 uniforms; here over every 16th)."""
     def checked(a, b, c, exact=True):
-        s = np.multiply(a, b, dtype=np.float64) + c
-        assert exact or not ((s.view(np.uint64) & 0x1FFFFFFF) == 0x10000000).any()
-        return original(a, b, c, exact)
+        p = np.multiply(a, b, dtype=np.float64)
+        s = p + c
+        t = s - p
+        inexact = (p - (s - t)) + (c - t) != 0
+        assert not (inexact & ((s.view(np.uint64) & 0x1FFFFFFF) == 0x10000000)).any()
+        return s.astype(np.float32)
     monkeypatch.setattr(MT, "fma32", checked)
     u = np.arange(0, 1 << 24, 16, dtype=np.uint32).astype(np.float32) * np.float32(2.0 ** -24)
     MT._log_avx2(np.float32(1) - u)

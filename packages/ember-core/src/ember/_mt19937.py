@@ -205,8 +205,9 @@ _SIN_P = _f32s(-1.9515295891e-4, 8.3321608736e-3, -1.6666654611e-1)
 _DP = _f32s(-0.78515625, -2.4187564849853515625e-4, -3.77489497744594108e-8)  # -pi/4 in three parts
 
 
-# The steps of the two kernels below that call fma32 with exact=False never meet the midpoint case for any
-# input the normal fill gives them (1 - u and 2pi u for the 2**24 float uniforms u): checked over all of them.
+# No fused step of the two kernels below meets the midpoint case (a sum inexact in double that lands on a
+# float midpoint) for any input the normal fill gives them (1 - u and 2pi u for the 2**24 float uniforms u):
+# checked over all of them, so they skip fma32's test.
 def _log_avx2(x):
     """Natural log of positive floats (contiguous), as PyTorch's AVX2 kernel computes it (its mul-adds fused;
     products by the constants of few bits below are exact, so those need no fusing)."""
@@ -219,8 +220,8 @@ def _log_avx2(x):
     z = m * m
     y = fma32(m, _LOG_P[0], _LOG_P[1], exact=False)
     for c in _LOG_P[2:]:
-        y = fma32(y, m, c)
-    y = fma32(y * m, z, e * _F32(-2.12194440e-4))
+        y = fma32(y, m, c, exact=False)
+    y = fma32(y * m, z, e * _F32(-2.12194440e-4), exact=False)
     y -= z * _F32(0.5)
     y += m
     return y + e * _F32(0.693359375)
@@ -235,7 +236,7 @@ def _sincos_avx2(x):
     y = j.astype(_F32)
     x = x + y * _F32(_DP[0])
     x += y * _F32(_DP[1])
-    x = fma32(y, _DP[2], x)
+    x = fma32(y, _DP[2], x, exact=False)
     z = x * x
     pc = fma32(z, _COS_P[0], _COS_P[1], exact=False)
     pc = fma32(pc, z, _COS_P[2], exact=False)
@@ -245,7 +246,7 @@ def _sincos_avx2(x):
     ps = fma32(z, _SIN_P[0], _SIN_P[1], exact=False)
     ps = fma32(ps, z, _SIN_P[2], exact=False)
     ps *= z
-    ps = fma32(ps, x, x)
+    ps = fma32(ps, x, x, exact=False)
     # as the kernel: the polynomials swap places by masks, the signs flip by xor, on the bits
     pc, ps = pc.view(np.int32), ps.view(np.int32)
     first = ((j & 2) >> 1) - 1  # all ones where sin takes the sine polynomial
