@@ -145,7 +145,10 @@ def integration(session):
     wheels = sorted(str(p) for p in wheelhouse.glob("*.whl"))
     # wheels by path (so a same-named project on an index cannot win) plus --find-links for the pins
     session.install("pytest", "--find-links", str(wheelhouse), *wheels)
-    session.run("pytest", "integration_tests", *session.posargs, env={"EMBER_WHEELHOUSE": str(wheelhouse)})
+    # the docs' code blocks again, now with every package installed (a package's own session skips the blocks that
+    # need packages it does not depend on)
+    session.run("pytest", "integration_tests", "packages/ember-nn/tests/test_docs_examples.py", *session.posargs,
+                env={"EMBER_WHEELHOUSE": str(wheelhouse)})
 
 
 @nox.session
@@ -164,7 +167,8 @@ def kernels(session):
 @nox.session
 def docs(session):
     """The documentation site, built with --strict (the ops reference is generated from the registry)."""
-    session.install("mkdocs", "mkdocs-material", "mkdocstrings[python]", *_editable(ALL))
+    # ruff: mkdocstrings formats the signatures with it
+    session.install("mkdocs", "mkdocs-material", "mkdocstrings[python]", "ruff", *_editable(ALL))
     site = Path(session.create_tmp()).resolve() / "site"
     session.run("mkdocs", "build", "--strict", "--clean", "-d", str(site))
 
