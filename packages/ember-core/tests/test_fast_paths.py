@@ -44,3 +44,17 @@ def test_sigmoid_split_over_threads_matches_torch(dtype, layout):
     assert a.dtype == getattr(ember, dtype) and tuple(a.shape) == tuple(b.shape)
     rtol = {"float32": 4e-7, "float64": 1e-12}.get(dtype, 1e-2)
     np.testing.assert_allclose(a.double().numpy(), b.double().numpy(), rtol=rtol, atol=0, equal_nan=True)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("shape", [(), (7,), (3, 70_001), (2_500_000,)])
+def test_two_norm_of_every_element_rounds_once(dtype, shape):
+    """The 2-norm over all elements (clip_grad_norm_'s) sums the squares in float64 blocks: within two ulp of
+    the exact value, non-contiguous and keepdim inputs included."""
+    x = (np.random.default_rng(2).standard_normal(shape[::-1]) * 5 + 3).astype(dtype).T
+    exact = np.sqrt(np.sum(x.astype(np.float64) ** 2))
+    for kwargs in ({}, {"keepdim": True}):
+        e = ember.linalg.vector_norm(ember.tensor(x), **kwargs)
+        assert e.dtype == getattr(ember, dtype) and e.shape == torch.linalg.vector_norm(torch.tensor(x), **kwargs).shape
+        assert abs(float(e) - exact) <= 2 * np.spacing(np.array(exact, dtype))
+    assert float(ember.norm(ember.tensor(x))) == float(ember.linalg.vector_norm(ember.tensor(x)))
