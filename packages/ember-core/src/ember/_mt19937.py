@@ -332,20 +332,23 @@ def normal(s, n, dtype, mean, std, dense):
 def uniform(s, n, dtype, low, high):
     """``uniform_(low, high)`` of ``n`` values of ``dtype``: double uniforms for float64, float ones for the
     others (rounded to the half types), and a value that rounds up to ``high`` becomes ``low``."""
-    dtype = np.dtype(dtype)
+    dtype, unit = np.dtype(dtype), (low, high) == (0.0, 1.0)
     if dtype == np.float64:
         v = unit53(s, n)
-        if (low, high) != (0.0, 1.0):
-            v = _madd(v, high - low, low, FUSED)
+        if unit:
+            return v
+        v = _madd(v, high - low, low, FUSED)
         return np.where(v == high, low, v)
     lo, hi = _F32(low), _F32(high)
     v = unit24(s, n)
-    if (low, high) != (0.0, 1.0) and FUSED:
+    if unit and dtype == _F32:  # below 1 as they are
+        return v
+    if not unit and FUSED:
         # u (24 bits below 1) times the width plus low: exact in double when all its bits fit in 53
         width = hi - lo
         grain = min(_lowest_bit(float(lo)), _lowest_bit(float(width)) * 2.0 ** -24)
         v = fma32(v, width, lo, exact=abs(float(width)) + abs(float(lo)) >= 2.0 ** 53 * grain)
-    elif (low, high) != (0.0, 1.0):
+    elif not unit:
         v = v * (hi - lo) + lo
     v = v.astype(dtype, copy=False)
     top = np.asarray(hi).astype(dtype)
