@@ -96,17 +96,18 @@ def test_gemm_without_blas_gives_the_same_products(monkeypatch):
 
 
 def test_lookup_checks_and_falls_back(monkeypatch):
-    axpys, gemms = _blas.lookup()
-    assert set(axpys) | set(gemms) <= {np.dtype(np.float32), np.dtype(np.float64)}
+    axpys, gemms, omats, threads = _blas.lookup()
+    assert set(axpys) | set(gemms) | set(omats) <= {np.dtype(np.float32), np.dtype(np.float64)}
     assert axpys.keys() == _blas.AXPY.keys() and gemms.keys() == _blas.GEMM.keys()
+    assert omats.keys() == _blas.OMATCOPY.keys() and (threads is None) == (_blas.THREADS is None)
     monkeypatch.setattr(_blas, "DATA", 8)  # a wrong offset for the data pointer: no BLAS
-    assert _blas.lookup() == ({}, {})
+    assert _blas.lookup() == ({}, {}, {}, None)
     monkeypatch.undo()
 
     def no_library(path):
         raise OSError(path)
     monkeypatch.setattr(ctypes, "CDLL", no_library)
-    assert _blas.lookup() == ({}, {})
+    assert _blas.lookup() == ({}, {}, {}, None)
 
 
 def test_lstm_layer_without_blas_matches(monkeypatch):

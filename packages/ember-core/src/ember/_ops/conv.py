@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 
-from .. import _backend, _kernels
+from .. import _backend, _kernels, _winograd
 from .._registry import REGISTRY, op
 from .._tensor import Tensor
 from .activation import bound, grads, tname, up
@@ -268,6 +268,10 @@ def _windows_product(xp, w, cols, out, N, last, bias=None):
 def _conv(xp, x, w, b, stride, pads, dilation, groups):
     """Convolution of batched ``x`` (N, C, *L) by ``w`` (O, C / G, *K) plus ``b``: one product of the weight by
     the windows."""
+    if _winograd.usable(xp, x, w, stride, dilation, groups):
+        r = _winograd.conv(x, w, b, pads)
+        if r is not None:  # (else the result is not finite: the direct sums leave NaN and infinity where they were)
+            return r
     N, kernel = x.shape[0], w.shape[2:]
     out = [(s + lo + hi - d * (k - 1) - 1) // st + 1
            for s, (lo, hi), d, k, st in zip(x.shape[2:], pads, dilation, kernel, stride)]
@@ -420,12 +424,17 @@ def _array_grads(g, x, w, b, stride, pads, dilation, transposed, groups, need):
         if need["weight"]:
             gw = _weight_product(xp, _operand(xp, xa, groups, last), cols, last)
     elif not transposed:
-        last = _batch_last(xp, N, ga.shape[2:], stride, wa, groups)
+        fast = None
+        if (need["input"] or need["weight"]) and _winograd.usable(xp, xa, wa, stride, dilation, groups):
+            fast = _winograd.grads(ga, xa, wa, pads, need["input"], need["weight"])
+        last = fast is None and _batch_last(xp, N, ga.shape[2:], stride, wa, groups)
         go = _operand(xp, ga, groups, last)
-        if need["input"]:
+        if fast is not None:
+            gx, gw = fast
+        if fast is None and need["input"]:
             gx = _transposed(xp, go, wa, groups, N, ga.shape[2:], stride, dilation,
                              [slice(lo, lo + s) for s, (lo, _) in zip(xa.shape[2:], pads)], last)
-        if need["weight"]:
+        if fast is None and need["weight"]:
             cols = _im2col(xp, xa, groups, kernel, ga.shape[2:], stride, pads, dilation, last)
             gw = _weight_product(xp, go, cols, last)
     # the bias gradient sums rows of g's batch-last operand, else the batch first: whole planes at a time
