@@ -33,15 +33,22 @@ def loops():
     return _LOOPS[0]
 
 
-def _run(name, x, *more):
-    """Loop ``name``_f32/_f64 on float32/float64 NumPy ``x`` (and ``more`` arrays of its shape), into a new array."""
+def _run(name, x, *more, minimum=SPLIT_MIN):
+    """Loop ``name``_f32/_f64 on float32/float64 NumPy ``x`` (and ``more`` arrays of its shape), into a new array
+    (over the cores from ``minimum`` elements)."""
     x = np.asarray(x, order="C")
     more = [np.asarray(np.broadcast_to(m, x.shape), x.dtype, order="C") for m in more]
-    fn = getattr(loops(), f"{name}_{'f32' if x.dtype == np.float32 else 'f64'}")
+    fn = getattr(loops(), f"{name}_{'f32' if x.dtype == np.float32 else 'f64'}", None) or getattr(loops(), name)
     out = np.empty(x.shape, x.dtype)
     if x.size:
-        _parallel.loop(fn, *[a.reshape(-1) for a in (x, *more)], out=out.reshape(-1), minimum=SPLIT_MIN)
+        _parallel.loop(fn, *[a.reshape(-1) for a in (x, *more)], out=out.reshape(-1), minimum=minimum)
     return out
+
+
+def power(x, name):
+    """``x ** 3``, ``1 / x`` or ``1 / x ** 2`` (``name`` cube/inverse/inverse_square) of a float32/float64 NumPy
+    array in one pass (memory-bound: split over the cores from the ufuncs' size)."""
+    return _run(name, x, minimum=_parallel.MIN_SIZE)
 
 
 def _cupyx(xp):

@@ -288,3 +288,24 @@ def gelu_tanh_backward_f64(x, g, out):
     for i in range(out.size):
         v = x[i]
         out[i] = g[i] * _gelu_tanh_grad(v, math.exp(-abs(v * _fma(_K1, v * v, _K0))))
+
+
+# ---- small powers in one pass (NumPy makes one pass per product); float32 or float64 alike --------------
+@_jit
+def cube(x, out):
+    for i in range(out.size):
+        v = x[i]
+        out[i] = v * v * v
+
+
+@_jit
+def inverse(x, out):
+    for i in range(out.size):
+        out[i] = 1 / x[i]
+
+
+@_jit
+def inverse_square(x, out):
+    for i in range(out.size):
+        v = x[i]
+        out[i] = 1 / (v * v)

@@ -6,7 +6,7 @@ import math
 import numpy as np
 
 from .. import _dtype as D
-from .. import _parallel
+from .. import _erf, _parallel
 from .._registry import TORCH_NAME, compute_dtype, elementwise, integral_only
 from .._tensor import Tensor
 from .comparison import where
@@ -250,7 +250,30 @@ def pow(xp, a, b):
         # integer division semantics, as PyTorch: 1 and -1 keep their magnitude, any other base gives 0
         r = xp.power(a, xp.maximum(b, 0))
         return xp.where(b >= 0, r, xp.where(a == 1, 1, 0) + xp.where(a == -1, 1 - 2 * (b & 1), 0)).astype(r.dtype)
+    if isinstance(b, np.generic) and getattr(a, "dtype", None) is not None and a.dtype.kind == "f" and a.ndim:
+        small = _SMALL_POWERS.get(float(b))
+        if small is not None:
+            return small(xp, a)
     return xp.power(a, b)
+
+
+def _times(xp, a, b):
+    return _parallel.ufunc(np.multiply, a, b) if xp is np else a * b
+
+
+def _loop(name, fallback):
+    """One pass of ember's numba loop ``name`` on NumPy arrays (``fallback(xp, a)`` on CuPy ones)."""
+    def power(xp, a):
+        return _erf.power(a, name) if xp is np and a.dtype.itemsize >= 4 else fallback(xp, a)
+    return power
+
+
+# Real floating bases to the exponents of common code as products and roots (PyTorch special-cases these too, so
+# the roundings are its own), one pass each: x ** 3 by np.power cost 1 ms on 1M float32, x * x * x 0.08 ms.
+_SMALL_POWERS = {2.0: lambda xp, a: _times(xp, a, a), 3.0: _loop("cube", lambda xp, a: a * a * a),
+                 0.5: lambda xp, a: xp.sqrt(a), -1.0: _loop("inverse", lambda xp, a: 1 / a),
+                 -2.0: _loop("inverse_square", lambda xp, a: 1 / (a * a)), 1.0: lambda xp, a: a.copy(),
+                 -0.5: lambda xp, a: 1 / xp.sqrt(a)}
 
 
 @pow.vjp
