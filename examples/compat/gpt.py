@@ -6,7 +6,7 @@ through LambdaLR. Batches are random windows of the token stream drawn with torc
 
 The token stream comes from a random Markov chain (NumPy, fixed seed).
 
-    python gpt.py [--steps 8] [--dropout 0.0] [--no-flash] [--out-dir DIR [--resume]]
+    python gpt.py [--steps 8] [--dropout 0.0] [--no-flash] [--schedule sequential] [--out-dir DIR [--resume]]
 
 A checkpoint saved with one library resumes with the other (ember reads and writes PyTorch's format).
 """
@@ -163,9 +163,12 @@ def make_tokens(vocab_size, n, seed=0):
 
 
 def main(steps=8, batch_size=8, learning_rate=1e-3, min_lr=1e-4, warmup_iters=2, lr_decay_iters=8,
-         weight_decay=0.1, grad_clip=1.0, dropout=0.0, flash=True, out_dir=None, init_from="scratch", seed=1337):
+         weight_decay=0.1, grad_clip=1.0, dropout=0.0, flash=True, schedule="lambda", out_dir=None, init_from="scratch",
+         seed=1337):
     """Train up to iteration ``steps``; with ``out_dir``, save a checkpoint (model, optimizer, scheduler, random
     state) there at the end; with ``init_from="resume"``, first continue from the checkpoint in ``out_dir``.
+    ``schedule``: "lambda" (LambdaLR of the function below) or "sequential" (LinearLR warmup, then
+    CosineAnnealingLR, chained by SequentialLR: the same curve, by the schedulers' own formulas).
     Returns the losses of the iterations run."""
     torch.manual_seed(seed)
     device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -198,7 +201,14 @@ def main(steps=8, batch_size=8, learning_rate=1e-3, min_lr=1e-4, warmup_iters=2,
     model = GPT(config)
     model.to(device)
     optimizer = model.configure_optimizers(weight_decay, learning_rate, (0.9, 0.95), device_type)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda)
+    if schedule == "lambda":
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda)
+    else:
+        warmup = torch.optim.lr_scheduler.LinearLR(optimizer, start_factor=1 / (warmup_iters + 1),
+                                                   total_iters=warmup_iters)
+        cosine = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=lr_decay_iters - warmup_iters,
+                                                            eta_min=min_lr)
+        scheduler = torch.optim.lr_scheduler.SequentialLR(optimizer, [warmup, cosine], milestones=[warmup_iters])
     iter_num = 0
     if init_from == "resume":
         checkpoint = torch.load(os.path.join(out_dir, "ckpt.pt"), map_location=device)
@@ -238,10 +248,12 @@ if __name__ == "__main__":
     parser.add_argument("--steps", type=int, default=8, help="train up to this iteration")
     parser.add_argument("--dropout", type=float, default=0.0)
     parser.add_argument("--no-flash", action="store_true", help="attention as an explicit masked softmax")
+    parser.add_argument("--schedule", default="lambda", choices=["lambda", "sequential"],
+                        help="warmup and cosine decay by LambdaLR, or by LinearLR + CosineAnnealingLR")
     parser.add_argument("--out-dir", default=None, help="save a checkpoint there at the end")
     parser.add_argument("--resume", action="store_true", help="continue from the checkpoint in --out-dir")
     args = parser.parse_args()
-    losses = main(args.steps, dropout=args.dropout, flash=not args.no_flash, out_dir=args.out_dir,
-                  init_from="resume" if args.resume else "scratch")
+    losses = main(args.steps, dropout=args.dropout, flash=not args.no_flash, schedule=args.schedule,
+                  out_dir=args.out_dir, init_from="resume" if args.resume else "scratch")
     for step, loss in enumerate(losses):
         print(f"step {step}: loss {loss!r}")

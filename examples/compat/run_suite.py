@@ -21,10 +21,11 @@ import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CASES = [
-    "mnist_cnn", "mnist_cnn:num_workers=2", "vae", "word_language_model_lstm", "word_language_model_transformer",
-    "gcn", "dcgan", "super_resolution", "time_sequence_prediction",
+    "mnist_cnn", "mnist_cnn:num_workers=2", "vae", "word_language_model_lstm",
+    "word_language_model_lstm:model_type='GRU'", "word_language_model_lstm:model_type='RNN_TANH'",
+    "word_language_model_transformer", "gcn", "dcgan", "super_resolution", "time_sequence_prediction",
     "time_sequence_prediction:line_search_fn='strong_wolfe'", "gpt", "gpt:flash=False", "gpt:dropout=0.1",
-    "resnet",
+    "gpt:schedule='sequential'", "resnet",
 ]
 
 

@@ -2,13 +2,16 @@
 stepped by hand over the sequence and a linear read-out, in double precision, trained with LBFGS through a
 closure; after each step the model also predicts a stretch of the future from its own outputs (no_grad).
 
-The waves are generated as in the example's generate_sine_wave.py (NumPy, fixed seed), only fewer and shorter.
+The waves are generated as in the example's generate_sine_wave.py (NumPy, fixed seed; fewer and shorter), saved
+with torch.save and loaded back as the example does.
 main() returns the training loss of every closure evaluation (LBFGS evaluates up to max_iter per step), each
 step's evaluations followed by that step's test loss.
 
     python time_sequence_prediction.py [--steps 2] [--line-search strong_wolfe]
 """
 import argparse
+import os
+import tempfile
 
 import numpy as np
 import torch
@@ -43,17 +46,24 @@ class Sequence(nn.Module):
         return torch.cat(outputs, dim=1)
 
 
-def generate_sine_wave(T=20, L=40, N=8):
+def generate_sine_wave(path, T=20, L=40, N=8):
+    """The example's generate_sine_wave.py: the waves as a NumPy array, saved with torch.save."""
     np.random.seed(2)
     x = np.empty((N, L), "int64")
     x[:] = np.array(range(L)) + np.random.randint(-4 * T, 4 * T, N).reshape(N, 1)
-    return np.sin(x / 1.0 / T).astype("float64")
+    data = np.sin(x / 1.0 / T).astype("float64")
+    with open(path, "wb") as f:
+        torch.save(data, f)
 
 
 def main(steps=2, max_iter=8, line_search_fn=None, future=20, seed=0):
-    np.random.seed(0)
-    torch.manual_seed(seed)
-    data = generate_sine_wave()
+    with tempfile.TemporaryDirectory() as tmp:
+        generate_sine_wave(os.path.join(tmp, "traindata.pt"))
+        # set random seed to 0
+        np.random.seed(0)
+        torch.manual_seed(seed)
+        # load data and make training set (a NumPy array: not weights only)
+        data = torch.load(os.path.join(tmp, "traindata.pt"), weights_only=False)
     input = torch.from_numpy(data[3:, :-1])
     target = torch.from_numpy(data[3:, 1:])
     test_input = torch.from_numpy(data[:3, :-1])

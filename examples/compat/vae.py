@@ -65,7 +65,12 @@ def main(steps=6, batch_size=32, seed=1):
     torch.manual_seed(seed)
     images = torch.tensor(make_images(batch_size * 3))
     train_loader = DataLoader(TensorDataset(images), batch_size=batch_size, shuffle=True)
-    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if torch.cuda.is_available():
+        device = torch.device("cuda")
+    elif torch.backends.mps.is_available():
+        device = torch.device("mps")
+    else:
+        device = torch.device("cpu")
     model = VAE().to(device)
     optimizer = optim.Adam(model.parameters(), lr=1e-3)
     losses = []

@@ -7,7 +7,9 @@ the test loss of the best model.
 
 The corpus is a token stream from a random Markov chain (NumPy, fixed seed), already numericalised.
 
-    python word_language_model_lstm.py [--steps 8]
+    python word_language_model_lstm.py [--steps 8] [--model LSTM]
+
+(--model GRU, RNN_TANH or RNN_RELU picks the example's other recurrent layers.)
 """
 import argparse
 import os
@@ -22,18 +24,27 @@ import torch.nn.functional as F
 class RNNModel(nn.Module):
     """Container module with an encoder, a recurrent module, and a decoder."""
 
-    def __init__(self, ntoken, ninp, nhid, nlayers, dropout=0.5, tie_weights=False):
+    def __init__(self, rnn_type, ntoken, ninp, nhid, nlayers, dropout=0.5, tie_weights=False):
         super().__init__()
         self.ntoken = ntoken
         self.drop = nn.Dropout(dropout)
         self.encoder = nn.Embedding(ntoken, ninp)
-        self.rnn = nn.LSTM(ninp, nhid, nlayers, dropout=dropout)
+        if rnn_type in ["LSTM", "GRU"]:
+            self.rnn = getattr(nn, rnn_type)(ninp, nhid, nlayers, dropout=dropout)
+        else:
+            try:
+                nonlinearity = {"RNN_TANH": "tanh", "RNN_RELU": "relu"}[rnn_type]
+            except KeyError as e:
+                raise ValueError("An invalid option for `--model` was supplied, "
+                                 "options are ['LSTM', 'GRU', 'RNN_TANH' or 'RNN_RELU']") from e
+            self.rnn = nn.RNN(ninp, nhid, nlayers, nonlinearity=nonlinearity, dropout=dropout)
         self.decoder = nn.Linear(nhid, ntoken)
         if tie_weights:
             if nhid != ninp:
                 raise ValueError("When using the tied flag, nhid must be equal to emsize")
             self.decoder.weight = self.encoder.weight
         self.init_weights()
+        self.rnn_type = rnn_type
         self.nhid = nhid
         self.nlayers = nlayers
 
@@ -53,7 +64,9 @@ class RNNModel(nn.Module):
 
     def init_hidden(self, bsz):
         weight = next(self.parameters())
-        return (weight.new_zeros(self.nlayers, bsz, self.nhid), weight.new_zeros(self.nlayers, bsz, self.nhid))
+        if self.rnn_type == "LSTM":
+            return (weight.new_zeros(self.nlayers, bsz, self.nhid), weight.new_zeros(self.nlayers, bsz, self.nhid))
+        return weight.new_zeros(self.nlayers, bsz, self.nhid)
 
 
 def make_corpus(ntoken, n, seed=0):
@@ -101,8 +114,8 @@ def evaluate(model, criterion, data_source, eval_batch_size, bptt):
     return total_loss / (len(data_source) - 1)
 
 
-def main(steps=8, ntokens=50, emsize=32, nlayers=2, bptt=8, batch_size=4, lr=20.0, clip=0.25, save=None,
-         seed=1111):
+def main(steps=8, model_type="LSTM", ntokens=50, emsize=32, nlayers=2, bptt=8, batch_size=4, lr=20.0, clip=0.25,
+         save=None, seed=1111):
     torch.manual_seed(seed)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     n_train = 3 * bptt * batch_size + batch_size  # three batches per epoch
@@ -110,7 +123,7 @@ def main(steps=8, ntokens=50, emsize=32, nlayers=2, bptt=8, batch_size=4, lr=20.
     train_data = batchify(corpus[:n_train], batch_size).to(device)
     val_data = batchify(corpus[n_train:n_train + 40], 2).to(device)
     test_data = batchify(corpus[n_train + 40:], 2).to(device)
-    model = RNNModel(ntokens, emsize, emsize, nlayers, dropout=0.2, tie_weights=True).to(device)
+    model = RNNModel(model_type, ntokens, emsize, emsize, nlayers, dropout=0.2, tie_weights=True).to(device)
     criterion = nn.NLLLoss()
     losses = []
 
@@ -162,9 +175,11 @@ def main(steps=8, ntokens=50, emsize=32, nlayers=2, bptt=8, batch_size=4, lr=20.
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description="LSTM word language model (pytorch/examples word_language_model)")
     parser.add_argument("--steps", type=int, default=8)
+    parser.add_argument("--model", type=str, default="LSTM",
+                        help="type of network (RNN_TANH, RNN_RELU, LSTM, GRU)")
     parser.add_argument("--save", type=str, default=None, help="path to save the final model")
     args = parser.parse_args()
-    *losses, test_loss = main(args.steps, save=args.save)
+    *losses, test_loss = main(args.steps, model_type=args.model, save=args.save)
     for step, loss in enumerate(losses):
         print(f"step {step}: loss {loss!r}")
     print(f"test: loss {test_loss!r}")

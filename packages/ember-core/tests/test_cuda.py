@@ -1,4 +1,6 @@
 """ember.cuda and ember.backends: behaviour without a GPU everywhere, the real paths on a GPU (``gpu`` mark)."""
+import importlib.util
+import re
 import subprocess
 import sys
 import warnings
@@ -205,6 +207,20 @@ def test_backend_flag_defaults_match_pytorch():
     assert ember.backends.cuda.get_float32_matmul_precision() == torch.get_float32_matmul_precision()
     for flag in ("enabled", "benchmark", "deterministic", "allow_tf32"):
         assert getattr(ember.backends.cudnn, flag) is getattr(torch.backends.cudnn, flag), flag
+
+
+def test_mps_is_never_there_and_version_describes_the_build():
+    # device selection in PyTorch programs: `torch.backends.mps.is_available()`, `torch.version.cuda`
+    assert ember.backends.mps.is_available() is False and ember.backends.mps.is_built() is False
+    version = ember.version  # a lazily imported submodule
+    assert version.__version__ == ember.__version__ and version.hip is None
+    cuda_version = version.cuda
+    if importlib.util.find_spec("cupy") is None:
+        assert cuda_version is None  # as a CPU-only PyTorch build says
+    else:
+        assert cuda_version is None or re.fullmatch(r"\d+\.\d", cuda_version), cuda_version
+    with pytest.raises(AttributeError, match="no attribute 'git'"):
+        _ = version.git
 
 
 def test_allow_tf32_and_float32_matmul_precision_round_trip(backend_flags):

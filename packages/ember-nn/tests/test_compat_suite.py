@@ -4,13 +4,20 @@ step by step.
 
 Both runs start from the same weights and data because ember's CPU random stream is PyTorch's bit for bit
 (manual_seed, rand/randn/randint/randperm, dropout, nn.init); the data come from NumPy with fixed seeds. The runs
-are CPU-only (CUDA_VISIBLE_DEVICES is emptied) and single-threaded (OMP_NUM_THREADS=1: the same reduction order
-for PyTorch on any machine, and no spinning threads on a busy one).
+are CPU-only (CUDA_VISIBLE_DEVICES is emptied) and single-threaded (OMP_NUM_THREADS=1: PyTorch's reductions do
+not depend on the number of cores, and no threads spin on a busy machine).
 
-Tolerances (relative, every loss of a run): float32 programs 1e-5, which leaves a margin of 5x over the largest
-difference measured (2.2e-6, the DCGAN: Adam's first steps move each weight by about lr whatever the size of its
-gradient, so a rounding difference in a near-zero gradient becomes a difference of lr); the others measured
-1e-7 to 3e-7. The float64 LBFGS program: 1e-9 (measured 3e-13).
+Tolerances (relative, every loss of a run):
+- float32 programs 1e-5: the largest difference measured is 2.3e-6 (the DCGAN: Adam's first steps move each
+  weight by about lr whatever the size of its gradient, so a rounding difference in a near-zero gradient becomes
+  a difference of lr), the others 1e-7 to 1e-6.
+- the CNN 1e-4 (measured 1.3e-5 at step 6): ember's 3x3 convolutions of 16+ channels run as Winograd
+  F(4x4, 3x3), whose rounding error is 4-7 times PyTorch's (2e-6 against 3e-7 of the output's largest value for
+  conv2's shape), and a max-pool or ReLU decision that flips makes the rest.
+- the plain tanh RNN language model 1e-4 (measured 2.8e-5 at its last step): at lr 20 its training is unstable
+  (the loss rises), and differences grow about threefold per step from gradients that agree within 6e-7 at each
+  of the first steps.
+- the float64 LBFGS program 1e-9 (measured 3e-13).
 """
 import json
 import os
@@ -33,10 +40,12 @@ _DROPOUT_ZERO_INPUT = pytest.mark.xfail(strict=True, reason=(
 
 # case (as run_suite.py takes it) -> relative tolerance, marks
 CASES = {
-    "mnist_cnn": (1e-5, ()),
-    "mnist_cnn:num_workers=2": (1e-5, ()),
+    "mnist_cnn": (1e-4, ()),
+    "mnist_cnn:num_workers=2": (1e-4, ()),
     "vae": (1e-5, ()),
     "word_language_model_lstm": (1e-5, ()),
+    "word_language_model_lstm:model_type='GRU'": (1e-5, ()),
+    "word_language_model_lstm:model_type='RNN_TANH'": (1e-4, ()),
     "word_language_model_transformer": (1e-5, (_DROPOUT_ZERO_INPUT,)),
     "gcn": (1e-5, ()),
     "dcgan": (1e-5, ()),
@@ -46,6 +55,7 @@ CASES = {
     "gpt": (1e-5, ()),
     "gpt:flash=False": (1e-5, ()),
     "gpt:dropout=0.1": (1e-5, ()),
+    "gpt:schedule='sequential'": (1e-5, ()),
     "resnet": (1e-5, ()),
 }
 
@@ -90,19 +100,20 @@ def test_losses_match_torch(runs, case):
 
 
 def test_gpt_checkpoint_resumes_across_libraries(tmp_path):
-    """nanoGPT-style checkpoint (model, AdamW with two groups, LambdaLR, the CPU random state) saved at iteration 4
-    by one library and resumed by the other gives the losses of one uninterrupted run."""
+    """nanoGPT-style checkpoints (model, AdamW with two groups, the scheduler, the CPU random state) saved at
+    iteration 4 by one library and resumed by the other give the losses of one uninterrupted run: PyTorch to ember
+    with SequentialLR(LinearLR, CosineAnnealingLR), ember to PyTorch with LambdaLR."""
     a, b = repr(str(tmp_path / "from_torch")), repr(str(tmp_path / "from_ember"))
-    straight = _run(["gpt", f"gpt:steps=4,out_dir={a}"])
-    ember_run = _run([f"gpt:steps=8,out_dir={a},init_from='resume'", f"gpt:steps=4,out_dir={b}"], "-m", "ember.compat")
-    torch_run = _run([f"gpt:steps=8,out_dir={b},init_from='resume'"])
-    full = straight["gpt"]["losses"]
-    pieces = [straight[f"gpt:steps=4,out_dir={a}"], ember_run[f"gpt:steps=8,out_dir={a},init_from='resume'"],
-              ember_run[f"gpt:steps=4,out_dir={b}"], torch_run[f"gpt:steps=8,out_dir={b},init_from='resume'"]]
-    for piece in pieces:
-        assert "error" not in piece, piece["error"]
-    torch_then_ember = pieces[0]["losses"] + pieces[1]["losses"]
-    ember_then_torch = pieces[2]["losses"] + pieces[3]["losses"]
-    assert len(torch_then_ember) == len(ember_then_torch) == len(full) == 8
-    for run in (torch_then_ember, ember_then_torch):
-        assert all(abs(x - y) <= 1e-5 * abs(x) for x, y in zip(full, run)), (full, run)
+    seq = "schedule='sequential'"
+    save_torch, resume_ember = f"gpt:{seq},steps=4,out_dir={a}", f"gpt:{seq},steps=8,out_dir={a},init_from='resume'"
+    save_ember, resume_torch = f"gpt:steps=4,out_dir={b}", f"gpt:steps=8,out_dir={b},init_from='resume'"
+    first = _run(["gpt", f"gpt:{seq}", save_torch])
+    second = _run([resume_ember, save_ember], "-m", "ember.compat")
+    third = _run([resume_torch])
+    for result in (first[save_torch], second[resume_ember], second[save_ember], third[resume_torch]):
+        assert "error" not in result, result["error"]
+    for full, head, tail in ((first[f"gpt:{seq}"], first[save_torch], second[resume_ember]),
+                             (first["gpt"], second[save_ember], third[resume_torch])):
+        full, resumed = full["losses"], head["losses"] + tail["losses"]
+        assert len(full) == len(resumed) == 8
+        assert all(abs(x - y) <= 1e-5 * abs(x) for x, y in zip(full, resumed)), (full, resumed)

@@ -1,2 +1,2 @@
-"""``ember.backends``: switches for the libraries ember's CUDA path calls (cuBLAS, cuDNN)."""
-from . import cuda, cudnn  # noqa: F401
+"""``ember.backends``: switches for the libraries ember's CUDA path calls (cuBLAS, cuDNN); MPS, which ember lacks."""
+from . import cuda, cudnn, mps  # noqa: F401
