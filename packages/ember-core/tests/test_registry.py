@@ -214,3 +214,26 @@ def test_fast_path_and_slow_path_agree_on_dtypes():
         assert fast.dtype is slow.dtype is ember.bool
         if dtype is not ember.bool:
             assert (a + a).dtype is dtype and (a * 2.5).dtype is ember.promote_types(dtype, ember.float32)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int64", "float16"])
+def test_inplace_ufunc_writes_into_the_target(dtype):
+    """In-place ops write their result into the target's memory (a view of it sees the result, the array stays
+    the same), an operand aliasing the target included, with torch's values and errors."""
+    rng = np.random.default_rng(0)
+    x = rng.uniform(1, 4, (6, 5)) if dtype != "int64" else rng.integers(1, 9, (6, 5))
+    e, t = ember.tensor(x).to(getattr(ember, dtype)), torch.tensor(x).to(getattr(torch, dtype))
+    eb, tb = ember.tensor(x[::-1].copy()).to(e.dtype), torch.tensor(x[::-1].copy()).to(t.dtype)
+    array, view, version = e._data, e[2:], e._version[0]
+    for f in (lambda a, b: a.mul_(a), lambda a, b: a.add_(b[0]), lambda a, b: a.t().sub_(b.t()),
+              lambda a, b: a[:, ::2].mul_(3), lambda a, b: a.mul_(b[1, 1]), lambda a, b: a.__iadd__(2),
+              lambda a, b: a.neg_()):
+        f(e, eb), f(t, tb)
+        np.testing.assert_array_equal(e.numpy(), t.numpy())
+    assert e._data is array and e._version[0] == version + 7
+    np.testing.assert_array_equal(view.numpy(), t[2:].numpy())
+    with pytest.raises(RuntimeError, match="more than one element"):
+        e[:1].expand(4, 5).add_(1)
+    if dtype == "int64":
+        with pytest.raises(RuntimeError, match="can't be cast"):
+            e.mul_(1.5)

@@ -125,9 +125,9 @@ def _splitter(f, impl):
     """``f(*arrays)`` over the cores when the arrays split (``_parallel.ufunc``), with the errstate of ``impl``."""
     quiet = getattr(impl, "quiet", False)
 
-    def split(*arrays):
+    def split(*arrays, out=None):
         with np.errstate(all="ignore") if quiet else np.errstate():
-            return _parallel.ufunc(f, *arrays)
+            return _parallel.ufunc(f, *arrays, out=out)
     return split
 
 
@@ -275,6 +275,16 @@ def elementwise_impl(call):
     else:
         arrays = [x._data.astype(cnp, copy=False) if isinstance(x, Tensor) else _scalar_as(x, cdt, xp)
                   for x in operands]
+    if mode == "inplace" and op.split is not None and not kwargs and xp is np and cdt is rdt:
+        target = operands[0]._data
+        if target.dtype == cnp and target.shape == shape:  # the ufunc writes into the target: no temporary, no copy
+            try:
+                op.split(*arrays, out=target)
+            except ValueError:  # (a read-only target: write_into below words the error)
+                pass
+            else:
+                operands[0]._version[0] += 1
+                return operands[0]
     if kwargs or op.split is None or xp is not np or math.prod(shape) < _SPLIT_MIN:
         r = op.impl(xp, *arrays, **kwargs)
     else:
