@@ -4,6 +4,7 @@ Every check runs in a fresh interpreter, so that this process's sys.modules neve
 needed: the programs written below import torch only through the alias (their lines are kept as separate string
 literals, so that the root conftest does not take this module for one that imports torch).
 """
+import multiprocessing
 import subprocess
 import sys
 
@@ -106,6 +107,22 @@ def test_the_script_run_with_python_m_compat_can_install_the_alias_again(tmp_pat
         "print(sum(type(f).__name__ == 'TorchAliasFinder' for f in sys.meta_path))",
     )
     assert _ok(_python("-m", "ember.compat", str(script), cwd=tmp_path)) == ["1"]
+
+
+@pytest.mark.parametrize("method", multiprocessing.get_all_start_methods())
+def test_child_processes_import_ember_as_torch_too(tmp_path, method):
+    # a spawned or forkserver child runs the main script again: its `import torch` must find ember there as well
+    script = _write(
+        tmp_path / "prog.py",
+        "import multiprocessing, sys",
+        "import torch",
+        "def name(_):",
+        "    return torch.__name__",
+        "if __name__ == '__main__':",
+        "    with multiprocessing.get_context(sys.argv[1]).Pool(1) as pool:",
+        "        print(pool.map(name, [0]))",
+    )
+    assert _ok(_python("-m", "ember.compat", str(script), method, cwd=tmp_path)) == ["['ember']"]
 
 
 def test_objects_saved_under_the_alias_load_in_plain_ember(tmp_path):

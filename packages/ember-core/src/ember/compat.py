@@ -16,7 +16,8 @@ From the command line, as ``python -m runpy`` would run it (``sys.argv``, ``__na
 
 ``torch.X`` is ember's ``ember.X`` itself, not a copy: ``torch.nn.Module is ember.nn.Module``. A module ember
 lacks raises ModuleNotFoundError under its PyTorch name. Only ``torch`` and ``torch.*`` are aliased
-(``torchvision`` and the like are left alone).
+(``torchvision`` and the like are left alone). Processes the program starts with multiprocessing (DataLoader
+workers) have the alias too, with any start method.
 """
 import importlib
 import importlib.abc
@@ -63,7 +64,8 @@ class TorchAliasFinder(importlib.abc.MetaPathFinder):
 
 
 def install_torch_alias():
-    """Make ``import torch`` (and ``torch.*``) import ember from now on, in this process. Idempotent.
+    """Make ``import torch`` (and ``torch.*``) import ember from now on, in this process and in the processes it
+    starts with multiprocessing (DataLoader workers included), whatever their start method. Idempotent.
 
     Raises RuntimeError if PyTorch itself is imported already: its modules and ember's would mix."""
     if any(isinstance(f, TorchAliasFinder) for f in sys.meta_path):
@@ -73,6 +75,41 @@ def install_torch_alias():
         raise RuntimeError(f"install_torch_alias(): '{_ALIAS}' is imported already (from "
                            f"{getattr(loaded, '__file__', None)}); install the alias before anything imports it")
     sys.meta_path.insert(0, TorchAliasFinder())  # ahead of the path finder, which would find an installed torch
+    _alias_in_children()
+
+
+class _AliasInChild:
+    """Installs the alias where it is unpickled: a "spawn" or "forkserver" child unpickles multiprocessing's
+    preparation data before it runs the main script again (as ``__mp_main__``), so the script's ``import torch``
+    finds ember there too. (A forked child inherits the finder.)"""
+
+    def __reduce__(self):
+        return install_torch_alias, ()
+
+
+def _alias_in_children():
+    from multiprocessing import spawn
+
+    if getattr(spawn.get_preparation_data, "_ember_alias", False):
+        return
+    prepare = spawn.get_preparation_data
+
+    def get_preparation_data(name):
+        data = prepare(name)
+        data["ember_torch_alias"] = _AliasInChild()  # a key multiprocessing's own prepare() does not read
+        return data
+
+    get_preparation_data._ember_alias = True
+    spawn.get_preparation_data = get_preparation_data
+    try:
+        from multiprocessing import forkserver
+    except ImportError:  # (Windows)
+        return
+    # by default the fork server imports the main script once, before the alias could be there; its children
+    # run the script themselves, after unpickling the preparation data
+    preload = getattr(getattr(forkserver, "_forkserver", None), "_preload_modules", None)
+    if preload and "__main__" in preload:
+        forkserver.set_forkserver_preload([m for m in preload if m != "__main__"])
 
 
 def run(argv):
