@@ -268,6 +268,7 @@ def elementwise_impl(call):
             raise RuntimeError(f"result type {TORCH_NAME[rdt]} can't be cast to the desired output type "
                                f"{TORCH_NAME[target.dtype]}")
         P.check_inplace_broadcast(target._data.shape, shape)
+        _refuse_partial_overlap(target, operands)
     cnp = cdt.np
     if p in _HALF and cdt is D.float32:  # PyTorch rounds every operand to the half type before computing in float32
         arrays = [widen(x._data if x._data.dtype == p.np else x._data.astype(p.np))
@@ -298,6 +299,23 @@ def elementwise_impl(call):
     if mode == "out":
         return write_out(call.out, r)
     return _wrap(r)
+
+
+def _refuse_partial_overlap(target, operands):
+    """PyTorch's error when an operand of an in-place op shares part, not all, of the target's memory (its result
+    would depend on the order elements are written in). As PyTorch's check, only dense tensors are compared; a
+    shared version counter is what marks tensors over one storage."""
+    t = target._data
+    for x in operands:
+        if type(x) is Tensor and x is not target and x._version is target._version and x._data.size and t.size:
+            d = x._data
+            if not (d.flags.c_contiguous or d.flags.f_contiguous) or not (t.flags.c_contiguous or t.flags.f_contiguous):
+                continue
+            a, b = target.data_ptr(), x.data_ptr()
+            if a < b + d.nbytes and b < a + t.nbytes and (a, t.nbytes, t.strides) != (b, d.nbytes, d.strides):
+                raise RuntimeError("unsupported operation: some elements of the input tensor and the written-to "
+                                   "tensor refer to a single memory location. Please clone() the tensor before "
+                                   "performing the operation.")
 
 
 def _common_fast_dtype(op, operands):
@@ -493,6 +511,7 @@ def _general(op, args, kwargs, mode, out):
         return args[0]
     if mode == "inplace":
         target = args[0]
+        _refuse_partial_overlap(target, args + tuple(kwargs.values()) if kwargs else args)
         r = xp.asarray(r)
         P.check_inplace_broadcast(target._data.shape, r.shape)
         if not P.can_cast(D.FROM_NP[r.dtype], target.dtype):
