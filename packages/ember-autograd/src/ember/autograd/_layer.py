@@ -205,8 +205,11 @@ def _bind_tensor_kwargs(op, args, kwargs):
 # ---- in-place changes through views -----------------------------------------------------------------
 def _register_view(view):
     """Remember a view that carries gradient on its base (weakly), so that an in-place change of the base or of
-    another of its views gives it the new history, as PyTorch regenerates a view's grad_fn."""
+    another of its views gives it the new history, as PyTorch regenerates a view's grad_fn. (Not for leaves: an
+    in-place change of a leaf that requires grad, or of a view of one, is refused.)"""
     base = view._base
+    if base.grad_fn is None:
+        return
     if base._ext is None:
         base._ext = {}
     views = base._ext.get("views")
