@@ -185,3 +185,26 @@ def test_views_take_the_history_of_an_in_place_change_of_their_base():
             (view * 1).sum().backward()
             grads.append(x.grad.numpy())
         np.testing.assert_allclose(grads[1], grads[0], rtol=1e-12, err_msg=name)
+
+
+def test_custom_function_saved_tensor_changed_in_place_gives_torchs_message():
+    messages = []
+    for lib in (torch, ember):
+        class Twice(lib.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                ctx.save_for_backward(x)
+                return x * 2
+
+            @staticmethod
+            def backward(ctx, g):
+                x, = ctx.saved_tensors
+                return g * x
+
+        y = lib.ones(3, requires_grad=True) * 1
+        z = Twice.apply(y)
+        y.add_(1)
+        with pytest.raises(RuntimeError, match="modified by an inplace operation") as info:
+            z.sum().backward()
+        messages.append(str(info.value))
+    assert messages[1] == messages[0]  # ... which is output 0 of Add, is at version 1; expected version 0 ...

@@ -4,7 +4,7 @@ import functools
 from ember._tensor import Tensor
 
 from . import grad_mode
-from ._engine import Node, _flat_tensors
+from ._engine import Node, _flat_tensors, _modified
 
 
 class FunctionCtx:
@@ -26,9 +26,7 @@ class FunctionCtx:
             return ()
         for t, v in self._saved:
             if v is not None and t._version[0] != v:
-                raise RuntimeError(f"one of the variables needed for gradient computation has been modified by an "
-                                   f"inplace operation: [{list(t.shape)}] is at version {t._version[0]}; expected "
-                                   f"version {v} instead.")
+                raise RuntimeError(_modified(t._data, t._version[0], v, t))
         return tuple(t for t, _ in self._saved)
 
     def mark_dirty(self, *tensors):
