@@ -505,6 +505,33 @@ def test_leaf_takes_an_unshared_gradient_and_adds_later_ones_in_place():
         np.testing.assert_allclose(x.grad.detach().numpy(), [3.0, -3.0, 7.0])
 
 
+def test_leaf_takes_a_whole_view_of_an_unshared_array_without_a_copy():
+    """A gradient that is a view of all of an array nothing else holds (a reshaped product, as a convolution's
+    weight gradient) becomes .grad as it is; a view of an array also held elsewhere, or of part of one, is copied."""
+    kept = []
+
+    class Grad(ember.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, how):
+            ctx.how = how
+            return x * 1
+
+        @staticmethod
+        def backward(ctx, g):
+            base = np.arange(12.0 if ctx.how != "part" else 24.0)
+            if ctx.how == "kept":
+                kept.append(base)
+            return ember.from_numpy(base[:12].reshape(3, 4)), None
+
+    for how in ("alone", "kept", "part"):
+        x = ember.zeros(3, 4, dtype=ember.float64, requires_grad=True)
+        Grad.apply(x, how).sum().backward()
+        assert (x.grad._data.base is not None) == (how == "alone")
+        x.grad.add_(1)
+        np.testing.assert_array_equal(x.grad.numpy(), np.arange(12.0).reshape(3, 4) + 1)
+    np.testing.assert_array_equal(kept[0], np.arange(12.0))
+
+
 def test_vjps_write_into_donated_gradients_only_when_nobody_else_holds_them():
     # mul's and exp's VJPs reuse the array of a gradient only the engine holds; one a hook, retain_grad or
     # autograd.grad keeps stays as it was

@@ -461,15 +461,22 @@ class AccumulateGrad(Node):
 
 def _unshared(g, refs=4):
     """Whether nothing but the engine holds gradient ``g`` and its array, which it owns (C-contiguous, as a
-    copy would be): a leaf may then take it as its ``.grad`` without a copy, a VJP may write into it
-    (``ctx.grad_donated``). ``refs``: the references to ``g`` the engine's own make (its list of the node's
-    gradients, ours, getrefcount's and, from accumulate, its argument); the array's: g's, ours, getrefcount's."""
+    copy would be) or which is the one view of all of an array nothing else refers to (a product reshaped, as
+    a convolution's weight gradient): a leaf may then take it as its ``.grad`` without a copy, a VJP may write
+    into it (``ctx.grad_donated``). ``refs``: the references to ``g`` the engine's own make (its list of the node's
+    gradients, ours, getrefcount's and, from accumulate, its argument); the array's: g's, ours, getrefcount's;
+    a base's: the view's, ours, getrefcount's."""
     if sys.getrefcount(g) != refs or type(g) is not Tensor or g._rg:
         return False
     d = g._data
-    if type(d) is not ndarray or d.base is not None or sys.getrefcount(d) != 3:
+    if type(d) is not ndarray or sys.getrefcount(d) != 3:
         return False
-    flags = d.flags
+    flags, base = d.flags, d.base
+    if base is not None:
+        if type(base) is not ndarray or base.base is not None or base.nbytes != d.nbytes \
+                or sys.getrefcount(base) != 3 or not base.flags.owndata:
+            return False
+        return flags.writeable and flags.c_contiguous
     return flags.owndata and flags.writeable and flags.c_contiguous
 
 
