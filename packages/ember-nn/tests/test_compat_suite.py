@@ -31,13 +31,6 @@ pytest.importorskip("torch")
 SUITE = Path(__file__).resolve().parents[3] / "examples" / "compat" / "run_suite.py"
 pytestmark = pytest.mark.slow
 
-_DROPOUT_ZERO_INPUT = pytest.mark.xfail(strict=True, reason=(
-    "ember's dropout VJP (ember/_ops/nn_misc.py, the RNG helper's file) rebuilds the mask as "
-    "(out != 0) | (input == 0), so a dropped element whose input is exactly 0 passes its gradient (times "
-    "1/(1-p)) instead of 0. In TransformerEncoderLayer a query whose only unmasked attention weight is dropped "
-    "gives a zero row (out_proj's bias starts at zero), and dropout1's gradient there is wrong "
-    "(losses drift 1e-5 after one step, 3e-4 at the test)"))
-
 # case (as run_suite.py takes it) -> relative tolerance, marks
 CASES = {
     "mnist_cnn": (1e-4, ()),
@@ -46,7 +39,7 @@ CASES = {
     "word_language_model_lstm": (1e-5, ()),
     "word_language_model_lstm:model_type='GRU'": (1e-5, ()),
     "word_language_model_lstm:model_type='RNN_TANH'": (1e-4, ()),
-    "word_language_model_transformer": (1e-5, (_DROPOUT_ZERO_INPUT,)),
+    "word_language_model_transformer": (1e-5, ()),
     "gcn": (1e-5, ()),
     "dcgan": (1e-5, ()),
     "super_resolution": (1e-5, ()),

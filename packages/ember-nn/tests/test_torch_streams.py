@@ -126,3 +126,30 @@ def test_training_steps_reproduce_torch_losses():
             out.append(loss.item())
         return out
     np.testing.assert_allclose(losses(ember), losses(torch), rtol=1e-6)
+
+
+# inputs with zeros (a dropped zero and a kept zero give the same output: the gradient needs the mask)
+DROPOUT_GRADS = {
+    "dropout": lambda m, x: m.nn.functional.dropout(x, 0.5),
+    "dropout_inplace": lambda m, x: m.nn.functional.dropout(x * 1, 0.5, True, True),
+    "dropout2d": lambda m, x: m.nn.functional.dropout2d(x.view(2, 4, 5), 0.5),
+    "alpha_dropout": lambda m, x: m.nn.functional.alpha_dropout(x, 0.3, True),
+    "feature_alpha_dropout": lambda m, x: m.nn.functional.feature_alpha_dropout(x.view(2, 4, 5), 0.3, True),
+    "torch.dropout": lambda m, x: m.dropout(x, 0.5, True),
+}
+
+
+@pytest.mark.parametrize("name", DROPOUT_GRADS)
+def test_dropout_gradient_uses_the_mask(name):
+    got = []
+    for m in (ember, torch):
+        m.manual_seed(3)
+        x = m.tensor(np.where(np.arange(40) % 2 == 0, 0.0, np.linspace(-1, 1, 40)), dtype=m.float32)
+        x.requires_grad_()
+        out = DROPOUT_GRADS[name](m, x)
+        (out * m.arange(out.numel(), dtype=m.float32).view(out.shape)).sum().backward()
+        got.append((_host(out.detach()), _host(x.grad), type(out.grad_fn).__name__))
+    np.testing.assert_array_equal(got[0][0], got[1][0])
+    np.testing.assert_allclose(got[0][1], got[1][1], rtol=1e-6)
+    if name != "dropout_inplace":  # (torch's in-place records on the input's own node)
+        assert got[0][2] == got[1][2]

@@ -44,6 +44,9 @@ FIXED = {
     "concat": "CatBackward0", "concatenate": "CatBackward0", "narrow": "SliceBackward0", "msort": "SortBackward0",
     "linalg_diagonal": "DiagonalBackward0", "ravel": "ViewBackward0", "copy_": "CopyBackwards",
     "_to_copy": "ToCopyBackward0",
+    # dropout's recorded form (it keeps its mask): on the CPU, torch multiplies by the noise (alpha: adds an offset)
+    "_dropout_with_mask": "MulBackward0", "_feature_dropout_with_mask": "MulBackward0",
+    "_alpha_dropout_with_mask": "AddBackward0", "_feature_alpha_dropout_with_mask": "AddBackward0",
     # computed by another ATen function (the node of its result)
     "flipud": "FlipBackward0", "fliplr": "FlipBackward0", "tile": "RepeatBackward0",
     "take_along_dim": "GatherBackward0", "cross": "LinalgCrossBackward0", "linalg_inv": "LinalgInvExBackward0",

@@ -98,54 +98,76 @@ def _keep(xp, input, p, feature):
 
 
 def _dropout(xp, input, p, train, alpha, feature):
+    """(the result, the keep mask or None where no mask was drawn)."""
     if p < 0 or p > 1:
         raise RuntimeError(f"dropout probability has to be between 0 and 1, but got {p}")
     if not train:
-        return input
+        return input, None
     if feature and input.ndim < 2:
         raise RuntimeError("Feature dropout requires at least 2 dimensions in the input")
     if p == 0:
-        return input
+        return input, None
     if p == 1:
-        return input * input.dtype.type(0)
+        return input * input.dtype.type(0), None
     if input.dtype.kind not in "fV":
         raise NotImplementedError(f"\"dropout\" not implemented for '{tname(input)}'")
     x = up(input)
     # PyTorch's steps, each rounded to the input's dtype: noise = mask / (1 - p), or for alpha dropout
     # noise = mask * a and an offset ((mask - 1) * alpha * a) + alpha * a * p
     rd = (lambda v: v.astype(input.dtype).astype(x.dtype)) if x.dtype != input.dtype else (lambda v: v)
-    keep = _keep(xp, input, p, feature).astype(x.dtype)
+    keep = _keep(xp, input, p, feature)
+    k = keep.astype(x.dtype)
     if alpha:
         a = 1 / math.sqrt((_ALPHA * _ALPHA * p + 1) * (1 - p))  # a Python float: scales in x's precision
-        r = rd(x * rd(keep * a)) + rd(rd((keep - 1) * (_ALPHA * a)) + _ALPHA * a * p)
+        r = rd(x * rd(k * a)) + rd(rd((k - 1) * (_ALPHA * a)) + _ALPHA * a * p)
     else:
-        r = x * rd(keep / (1 - p))
-    return r.astype(input.dtype, copy=False)
+        r = x * rd(k / (1 - p))
+    return r.astype(input.dtype, copy=False), keep
 
 
 def _dropout_op(name, alpha, feature):
+    """The op ``name`` and, for calls that record a graph, a private twin that also returns the keep mask: the
+    gradient needs the mask (a dropped zero and a kept zero give the same output), and the plain op need not
+    keep it."""
     def impl(xp, input, p, train):
-        return _dropout(xp, input, p, train, alpha, feature)
+        return _dropout(xp, input, p, train, alpha, feature)[0]
     impl.__doc__ = (f"{'Alpha d' if alpha else 'D'}ropout{' of whole channels' if feature else ''}: when ``train``, "
                     f"elements are zeroed with probability ``p`` and the rest "
                     f"{'rescaled to keep mean and variance' if alpha else 'scaled by 1 / (1 - p)'}.")
-    o = op(name, method=False, inplace=True)(impl)
+    o = op(name, method=False, inplace=True, differentiable=False)(impl)
 
-    @o.vjp
-    def _(ctx, g):
-        # the kept elements are those whose output is their input rescaled: nonzero, or with a zero input
-        a = bound(ctx, o)
-        x, p = a["input"], a["p"]
+    def with_mask(xp, input, p, train):
+        r, keep = _dropout(xp, input, p, train, alpha, feature)
+        return r, xp.ones((), bool) if keep is None else keep
+    with_mask.__doc__ = f"``{name}`` returning its keep mask too (recorded calls)."
+    masked = op(f"_{name}_with_mask", method=False, function=False)(with_mask)
+    masked.constant_outputs = lambda args, kwargs: (1,)
+
+    @masked.vjp
+    def _(ctx, g, gmask=None):
+        a = bound(ctx, masked)
+        p = a["p"]
         if not a["train"] or p == 0:
-            return grads(ctx, o, input=g)
+            return grads(ctx, masked, input=g)
         if p == 1:
-            return grads(ctx, o, input=g * 0)
+            return grads(ctx, masked, input=g * 0)
         scale = 1 / np.sqrt((_ALPHA * _ALPHA * p + 1) * (1 - p)) if alpha else 1 / (1 - p)
-        if alpha:  # dropped elements all take one value: alpha * a * p - alpha * a
-            kept = (ctx.out != _ALPHA * scale * (p - 1)) | (x * scale + _ALPHA * scale * p == _ALPHA * scale * (p - 1))
-        else:
-            kept = (ctx.out != 0) | (x == 0)
-        return grads(ctx, o, input=where(kept, g * scale, 0.0))
+        return grads(ctx, masked, input=where(ctx.out[1], g * scale, 0.0))
+
+    plain, plain_inplace = o.fn, o.inplace_fn
+
+    def fn(input, p=0.5, train=True, **kwargs):
+        if isinstance(input, Tensor) and input._rg:
+            return masked.fn(input, p, train, **kwargs)[0]
+        return plain(input, p, train, **kwargs)
+
+    def inplace(self, p=0.5, train=True):
+        if self._rg:  # recorded as PyTorch's in-place dropout is: the input overwritten by the masked result
+            return self.copy_(masked.fn(self, p, train)[0])
+        return plain_inplace(self, p, train)
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__, fn.__module__, fn.op = impl.__doc__, "ember", o
+    o.fn, o.inplace_fn = fn, inplace
     return o
 
 
