@@ -193,26 +193,28 @@ def acts(*kwargs_list):
     return samples
 
 
-def _gelu_backward_call(m, grad, x, **kwargs):
-    """ember's GELU VJP op against torch's aten.gelu_backward."""
-    if m is torch:
-        return torch.ops.aten.gelu_backward(grad, x, **kwargs)
-    return REGISTRY["_gelu_backward"].fn(grad, x, **kwargs)
+def _backward_call(name):
+    """ember's VJP op ``_<name>_backward`` against torch's aten.<name>_backward (grad first, then the input)."""
+    def call(m, grad, x, *args, **kwargs):
+        if m is torch:
+            return getattr(torch.ops.aten, f"{name}_backward")(grad, x, *args, **kwargs)
+        return REGISTRY[f"_{name}_backward"].fn(grad, x, *args, **kwargs)
+    call.direct = True
+    return call
 
 
-_gelu_backward_call.direct = True
-
-
-def gelu_backwards(dtype, rng):
-    """(grad, input) pairs: NaN/inf in the input (with a unit gradient), non-contiguous, empty, 0-d; both formulas
+def act_backwards(*extra):
+    """(grad, input, *extra[i]) samples: NaN/inf in the input (with a unit gradient), non-contiguous, empty, 0-d
     (an infinite gradient times a derivative of either sign is inf or NaN depending on torch's kernel path)."""
-    v = lambda *s: values(dtype, s, rng)  # noqa: E731
-    x = values(dtype, (3, 4), rng, special=True)
-    out = []
-    for k in ({}, {"approximate": "tanh"}):
-        out += [((np.ones((3, 4)), x), k), ((v(3, 4), v(3, 4)), k), ((NC(v(4, 3)), NC(v(4, 3))), k),
-                ((v(0, 4), v(0, 4)), k), ((v(), v()), k)]
-    return out
+    def samples(dtype, rng):
+        v = lambda *s: values(dtype, s, rng)  # noqa: E731
+        x = values(dtype, (3, 4), rng, special=True)
+        out = []
+        for args, k in extra or [((), {})]:
+            out += [((np.ones((3, 4)), x, *args), k), ((v(3, 4), v(3, 4), *args), k),
+                    ((NC(v(4, 3)), NC(v(4, 3)), *args), k), ((v(0, 4), v(0, 4), *args), k), ((v(), v(), *args), k)]
+        return out
+    return samples
 
 
 def glus(dtype, rng):
@@ -238,8 +240,10 @@ LINES += [
     Line("log_softmax", fn("log_softmax"), softmaxes, dtypes=ALL),
     Line("gelu", nnf("gelu"), lambda d, r: acts({"approximate": "tanh"}, {"approximate": "nope"})(d, r) + [
         ((values(d, (3, 4), r, special=d in FLOATS),), {"approximate": "tanh"})], dtypes=ALL, limits=X_TIMES_CDF),
-    Line("_gelu_backward", _gelu_backward_call, gelu_backwards, dtypes=FLOATS),
+    Line("_gelu_backward", _backward_call("gelu"), act_backwards(((), {}), ((), {"approximate": "tanh"})),
+         dtypes=FLOATS),
     Line("silu", nnf("silu"), acts(), dtypes=ALL, limits=X_TIMES_CDF),
+    Line("_silu_backward", _backward_call("silu"), act_backwards(), dtypes=FLOATS, grad=False),  # (torch: none)
     Line("mish", nnf("mish"), acts(), dtypes=ALL, limits=X_TIMES_CDF),
     Line("hardtanh", nnf("hardtanh"), acts({"min_val": -0.5, "max_val": 2.0}, {"min_val": 2.0, "max_val": 1.0}),
          dtypes=ALL),
@@ -248,6 +252,8 @@ LINES += [
     Line("elu", nnf("elu"), acts({"alpha": 0.5}), dtypes=ALL),
     Line("leaky_relu", nnf("leaky_relu"), acts({"negative_slope": 0.2}), dtypes=ALL),
     Line("softplus", nnf("softplus"), acts({"beta": 2.0, "threshold": 1.0}), dtypes=ALL),
+    Line("_softplus_backward", _backward_call("softplus"), act_backwards(((1.0, 20.0), {}), ((2.0, 1.0), {})),
+         dtypes=FLOATS),
     Line("softsign", nnf("softsign"), acts(), dtypes=ALL, limits={math.inf: 1.0, -math.inf: -1.0}),
     Line("tanhshrink", nnf("tanhshrink"), acts(), dtypes=ALL),
     Line("softshrink", nnf("softshrink"), acts({"lambd": 1.5}, {"lambd": -1.0}), dtypes=ALL),

@@ -1,12 +1,14 @@
-"""The numba loops of the error function family and GELU (ember._erf) on dense sweeps: float32 results within a few
-ulp of the float64 (C library) values, float64 ones to about 1e-15; tails, subnormals, NaN and the infinities."""
+"""ember's numba loops (ember._loops) on dense sweeps: float32 results of the error function family, GELU and the
+logistic family within a few ulp of float64 values, float64 ones to about 1e-15; tails, subnormals, NaN and the
+infinities; second derivatives of the VJP ops."""
 import math
 
 import numpy as np
 import pytest
+from optable import needs_autograd
 
 import ember
-from ember import _erf
+from ember import _loops
 
 _erfc64 = np.vectorize(math.erfc, otypes=[np.float64])
 _erf64 = np.vectorize(math.erf, otypes=[np.float64])
@@ -29,12 +31,16 @@ def _ulps(got, want):
 
 
 CASES32 = {
-    "erf": (lambda x: _erf.erf(np, x), _erf64, 2),
-    "erfc": (lambda x: _erf.erfc(np, x), _erfc64, 5),
-    "ndtr": (lambda x: _erf.ndtr(np, x), _cdf64, 5),
-    "gelu": (lambda x: _erf.gelu(np, x, "none"), lambda x: x * _cdf64(x), 5),
-    "gelu tanh": (lambda x: _erf.gelu(np, x, "tanh"),
+    "erf": (lambda x: _loops.erf(np, x), _erf64, 2),
+    "erfc": (lambda x: _loops.erfc(np, x), _erfc64, 5),
+    "ndtr": (lambda x: _loops.ndtr(np, x), _cdf64, 5),
+    "gelu": (lambda x: _loops.gelu(np, x, "none"), lambda x: x * _cdf64(x), 5),
+    "gelu tanh": (lambda x: _loops.gelu(np, x, "tanh"),
                   lambda x: x / (1 + np.exp(-2 * math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3))), 2),
+    "sigmoid": (lambda x: _loops.float32_loop("sigmoid_f32", x), lambda x: 1 / (1 + np.exp(-x)), 3),
+    "silu": (lambda x: _loops.float32_loop("silu_f32", x), lambda x: x / (1 + np.exp(-x)), 3),
+    "softplus": (lambda x: _loops.float32_loop("softplus_f32", x, beta=1.0, threshold=1e30),
+                 lambda x: np.logaddexp(0, x), 4),
 }
 
 
@@ -50,7 +56,7 @@ def test_float32_within_a_few_ulp(name):
 def test_gelu_backward_float32():
     x, x64 = _sweep32()
     d = _cdf64(x64) + x64 * np.exp(-x64 * x64 / 2) / math.sqrt(2 * math.pi)
-    got = _erf.gelu_backward(np, np.ones_like(x), x, "none").astype(np.float64)
+    got = _loops.gelu_backward(np, np.ones_like(x), x, "none").astype(np.float64)
     # absolute error against the derivative's scale (it has a root near -0.75, where no float32 formula keeps its
     # relative accuracy)
     assert np.abs(got - d).max() <= 4 * 2.0 ** -24
@@ -63,8 +69,8 @@ def test_float64():
     m = [mp.mpf(float(v)) for v in x]
     want = {"erf": [mp.erf(v) for v in m], "erfc": [mp.erfc(v) for v in m], "gelu": [v * mp.ncdf(v) for v in m],
             "gelu'": [mp.ncdf(v) + v * mp.npdf(v) for v in m]}
-    got = {"erf": _erf.erf(np, x), "erfc": _erf.erfc(np, x), "gelu": _erf.gelu(np, x, "none"),
-           "gelu'": _erf.gelu_backward(np, np.ones_like(x), x, "none")}
+    got = {"erf": _loops.erf(np, x), "erfc": _loops.erfc(np, x), "gelu": _loops.gelu(np, x, "none"),
+           "gelu'": _loops.gelu_backward(np, np.ones_like(x), x, "none")}
     for name, w in want.items():
         w = np.array([float(v) for v in w])
         keep = (np.abs(w) > 1e-300) & (np.abs(x + 0.7518) > 0.05)  # (gelu' has a root there)
@@ -76,20 +82,20 @@ def test_float64():
 def test_edges(dtype):
     fi = np.finfo(dtype)
     x = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, fi.max, -fi.max, fi.smallest_subnormal], dtype)
-    np.testing.assert_array_equal(_erf.erf(np, x), np.array([np.nan, 1, -1, 0, 0, 1, -1, _erf64(x[-1:])[0]], dtype))
-    np.testing.assert_array_equal(_erf.erfc(np, x), [np.nan, 0, 2, 1, 1, 0, 2, 1])
+    np.testing.assert_array_equal(_loops.erf(np, x), np.array([np.nan, 1, -1, 0, 0, 1, -1, _erf64(x[-1:])[0]], dtype))
+    np.testing.assert_array_equal(_loops.erfc(np, x), [np.nan, 0, 2, 1, 1, 0, 2, 1])
     for approximate in ("none", "tanh"):
-        g = _erf.gelu(np, x, approximate)
+        g = _loops.gelu(np, x, approximate)
         np.testing.assert_array_equal(g[:7], [np.nan, np.inf, 0, 0, 0, fi.max, 0])
-        d = _erf.gelu_backward(np, np.ones_like(x), x, approximate)
+        d = _loops.gelu_backward(np, np.ones_like(x), x, approximate)
         np.testing.assert_array_equal(d[:7], [np.nan, np.nan, np.nan, 0.5, 0.5, 1, 0])  # (NaN at inf: torch's)
 
 
 def test_split_over_cores_is_bit_identical():
-    x = np.random.default_rng(0).standard_normal(3 * _erf.SPLIT_MIN + 123).astype(np.float32) * 4
+    x = np.random.default_rng(0).standard_normal(3 * _loops.SPLIT_MIN + 123).astype(np.float32) * 4
     whole = np.empty_like(x)
-    _erf.loops().gelu_f32(x, whole)
-    np.testing.assert_array_equal(_erf.gelu(np, x, "none"), whole)
+    _loops.loops().gelu_f32(x, whole)
+    np.testing.assert_array_equal(_loops.gelu(np, x, "none"), whole)
 
 
 def test_half_types_compute_in_float32():
@@ -98,3 +104,33 @@ def test_half_types_compute_in_float32():
         got = ember.nn.functional.gelu(x.to(dtype))
         want = ember.nn.functional.gelu(x.to(dtype).float()).to(dtype)
         assert ember.equal(got, want)
+
+
+@needs_autograd
+@pytest.mark.parametrize("name, kwargs", [("gelu", {}), ("gelu", {"approximate": "tanh"}), ("silu", {}),
+                                          ("softplus", {"beta": 2.0, "threshold": 1.0})])
+def test_second_derivatives(name, kwargs):
+    """The VJP ops' own VJPs (double backward) against finite differences (float64)."""
+    x = ember.tensor(np.random.default_rng(1).standard_normal(20) * 2, requires_grad=True)
+    fn = getattr(ember.nn.functional, name)
+    assert ember.autograd.gradgradcheck(lambda t: fn(t, **kwargs), (x,))
+
+
+@needs_autograd
+@pytest.mark.parametrize("name, kwargs", [("gelu", {}), ("gelu", {"approximate": "tanh"}), ("silu", {}),
+                                          ("softplus", {"beta": 2.0, "threshold": 1.0}), ("sigmoid", {}),
+                                          ("tanh", {})])
+def test_loops_match_torch_on_large_tensors(name, kwargs):
+    """Forward and backward through the loops (tensors above LOOP_MIN) against torch (float32)."""
+    torch = pytest.importorskip("torch")
+    x = np.random.default_rng(2).standard_normal(3 * _loops.LOOP_MIN).astype(np.float32) * 4
+    g = np.random.default_rng(3).standard_normal(x.size).astype(np.float32)
+    results = []
+    for lib in (ember, torch):
+        t = lib.tensor(x, requires_grad=True)
+        fn = getattr(lib, name, None) if name in ("sigmoid", "tanh") else getattr(lib.nn.functional, name)
+        y = fn(t, **kwargs)
+        y.backward(lib.tensor(g))
+        results.append((y.detach().numpy(), t.grad.numpy()))
+    for got, want in zip(*results):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)  # (torch's GELU tails: absolute errors ~2e-6)

@@ -1,6 +1,7 @@
-"""The error function family and GELU on arrays: ember's numba loops on the CPU (``ember._numba_kernels``, loaded
-with numba on first use: ``import ember`` never imports numba), CUDA's erf/erfc through cupyx on CuPy arrays.
-ember.special's erf, erfc and ndtr use these too, so each function has one implementation per device."""
+"""ember's numba loops on arrays (``ember._numba_kernels``, loaded with numba on first use: ``import ember`` never
+imports numba): the error function family and GELU (CUDA's erf/erfc through cupyx on CuPy arrays; ember.special's
+erf, erfc and ndtr use these too, so each function has one implementation per device), small powers, and the
+float32 logistic family (sigmoid, SiLU, softplus) with the one-pass VJPs of sigmoid and tanh."""
 import math
 import os
 
@@ -9,6 +10,9 @@ import numpy as np
 from . import _parallel
 
 _LOOPS = []
+# Elements from which the logistic family and the gradients from outputs use a loop: below, NumPy's few passes over
+# a small array cost less than a call into numba (and tiny graphs never load numba)
+LOOP_MIN = 1 << 13
 # Elements from which a loop splits over the cores: the exact GELU's costs about 0.3 ns an element, so a split
 # (tens of microseconds to wake a helper) pays from here
 SPLIT_MIN = 1 << 17
@@ -105,3 +109,25 @@ def gelu_backward(xp, grad, x, approximate):
         t = xp.tanh(k * (x + 0.044715 * x ** 3))
         d = 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * k * (1 + 3 * 0.044715 * x * x)
     return grad * d
+
+
+def float32_loop(name, x, *more, **scalars):
+    """Loop ``name`` on a float32 NumPy ``x`` (and ``more`` arrays broadcast to it), ``scalars`` as float32."""
+    x = np.asarray(x, order="C")
+    more = [np.asarray(np.broadcast_to(m, x.shape), x.dtype, order="C") for m in more]
+    fn = getattr(loops(), name)
+    args = [np.float32(v) for v in scalars.values()]
+    out = np.empty(x.shape, x.dtype)
+    if x.size:
+        _parallel.loop(lambda *a: fn(*a[:-1], *args, a[-1]), *[a.reshape(-1) for a in (x, *more)],
+                       out=out.reshape(-1), minimum=SPLIT_MIN)
+    return out
+
+
+def derivative_times(name, output, grad, out=None):
+    """``grad`` times an activation's derivative from its (float32/float64, n-d) ``output`` by loop ``name``, in one
+    pass (into ``out``, which may be ``grad``)."""
+    out = np.empty(output.shape, output.dtype) if out is None else out
+    _parallel.loop(getattr(loops(), name), output.reshape(-1), grad.reshape(-1), out=out.reshape(-1),
+                   minimum=_parallel.MIN_SIZE)
+    return out

@@ -1,16 +1,18 @@
 """numba loops of ember-core: the error function family (erf, erfc, the normal CDF) and GELU with its gradient,
-exact and tanh-approximated. NumPy has none of these, and a chain of NumPy calls makes one pass through memory per
-step (the old 70-term series took 150 ms for 1M elements); a compiled loop makes one.
+exact and tanh-approximated; small powers; the float32 logistic family (sigmoid, SiLU, softplus and their
+gradients) and the gradients of sigmoid and tanh from their outputs. NumPy has no erf, and a chain of NumPy calls
+makes one pass through memory per step (the old 70-term erf series took 150 ms for 1M elements); a compiled loop
+makes one.
 
-Imported on first use only (``ember._erf``): ``import ember`` never loads numba. Each loop writes ``out`` from
+Imported on first use only (``ember._loops``): ``import ember`` never loads numba. Each loop writes ``out`` from
 flat C-contiguous arrays and releases the GIL, so ``ember._parallel`` splits large inputs over the cores.
 
 float32 loops compute in float32, branch-free (LLVM vectorises them: 16 lanes with AVX-512), to a few ulp: the
-tail ``erfc(b) = exp(-b**2) * t * P(2t - 1)``, ``t = 1 / (1 + p b)``, with ``b**2`` split into an exact head and
-its rounding error (an FMA), an exp whose argument reduction is exact, and results kept scaled by ``2**64``
-until one last multiplication, so that subnormal results round once. float64 loops use the C library's
-erf/erfc with the rounding error of ``-x / sqrt(2)`` corrected to first order. The polynomials come from
-``tools/fit_erf.py``.
+tail ``erfc(b) = exp(-b**2) N(b) / (sqrt(pi) b N(b) + M(b))`` (a rational function of the input itself), with
+``b**2`` split into an exact head and its rounding error (an FMA), an exp whose argument reduction is exact, and
+results kept scaled by ``2**64`` until one last operation, so that subnormal results round once. float64 loops use
+the C library's erf/erfc with the rounding error of ``-x / sqrt(2)`` corrected to first order. The polynomials come
+from ``tools/fit_erf.py``.
 """
 import math
 
@@ -291,6 +293,9 @@ def gelu_tanh_backward_f64(x, g, out):
 
 
 # ---- small powers in one pass (NumPy makes one pass per product); float32 or float64 alike --------------
+_ONE = _F(1)  # (an integer 1 would make float32 arithmetic float64; with float64 operands this is float64's 1)
+
+
 @_jit
 def cube(x, out):
     for i in range(out.size):
@@ -301,11 +306,110 @@ def cube(x, out):
 @_jit
 def inverse(x, out):
     for i in range(out.size):
-        out[i] = 1 / x[i]
+        out[i] = _ONE / x[i]
 
 
 @_jit
 def inverse_square(x, out):
     for i in range(out.size):
         v = x[i]
-        out[i] = 1 / (v * v)
+        out[i] = _ONE / (v * v)
+
+
+
+# ---- the logistic family in float32: sigmoid(v) from E = 2**64 exp(-|v|), exact but for exp's ulp -----------------
+_LOGISTIC_MAX = _F(110)  # exp(-110) * 110 is below the subnormals: every result beyond is its limit
+_UP = _F(2.0 ** 64)
+_DOWN = _F(2.0 ** -64)
+_ATANH2 = tuple(_F(2 / (2 * k + 1)) for k in range(7, -1, -1))  # 2 atanh(s) / s = 2 + 2 s^2 / 3 + ... (s <= 1/3)
+
+
+@_inline
+def _exp_neg_up(a):
+    """2**64 exp(-a) for a >= 0 (0 beyond LOGISTIC_MAX; NaN kept)."""
+    e = _exp_up(_below(a, _LOGISTIC_MAX), _F(0))
+    return _F(0) if a > _LOGISTIC_MAX else e
+
+
+@_jit
+def sigmoid_f32(x, out):
+    """1 / (1 + exp(-x)) = 2**64 / D for x >= 0, E / D below (one rounding), D = 2**64 + E."""
+    for i in range(out.size):
+        v = x[i]
+        e = _exp_neg_up(abs(v))
+        out[i] = (_UP if v >= 0 else e) / (_UP + e)
+
+
+@_jit
+def silu_f32(x, out):
+    """x sigmoid(x); the limits 0 and x at the infinities."""
+    for i in range(out.size):
+        v = x[i]
+        e = _exp_neg_up(abs(v))
+        d = _UP + e
+        r = v * (_UP / d) if v >= 0 else v * e / d  # (x 2**64 would overflow; x E rounds tiny results once)
+        out[i] = _F(-0.0) if v == -np.inf else r
+
+
+@_jit
+def silu_backward_f32(x, g, out):
+    """``g`` times silu'(x) = s (1 + x (1 - s)), s = sigmoid(x): w (1 + x E / D) for x >= 0, E (1 + x w) / D below,
+    w = 2**64 / D (NaN at the infinities, as PyTorch's gradient)."""
+    for i in range(out.size):
+        v = x[i]
+        e = _exp_neg_up(abs(v))
+        d = _UP + e
+        w = _UP / d
+        s = w * _fma(v, e / d, _F(1)) if v >= 0 else e * _fma(v, w, _F(1)) / d
+        out[i] = g[i] * (s + (v - v))
+
+
+@_inline
+def _log1p_up(e):
+    """2**64 log(1 + exp(-a)) from E = 2**64 exp(-a): 2 atanh(s), s = u / (2 + u), u = exp(-a) in [0, 1]; E itself
+    where u < 2**-24 (log1p(u) = u to float32's precision), so that tiny results round once."""
+    u = e * _DOWN
+    s = u / (_F(2) + u)
+    return e if u < _F(2.0 ** -24) else s * _horner(_ATANH2, s * s) * _UP
+
+
+@_jit
+def softplus_f32(x, beta, threshold, out):
+    """log(1 + exp(beta x)) / beta = (max(z, 0) + log1p(exp(-|z|))) / beta, z = beta x; x where z > threshold."""
+    for i in range(out.size):
+        v = x[i]
+        z = v * beta
+        lg = _log1p_up(_exp_neg_up(abs(z)))
+        r = _fma(lg, _DOWN, z) / beta if z > 0 else lg / beta * _DOWN
+        out[i] = v if z > threshold else r
+
+
+@_jit
+def softplus_backward_f32(x, g, beta, threshold, out):
+    """``g`` times sigmoid(beta x) (1 where beta x > threshold)."""
+    for i in range(out.size):
+        z = x[i] * beta
+        e = _exp_neg_up(abs(z))
+        s = (_UP if z >= 0 else e) / (_UP + e)
+        out[i] = g[i] * (_F(1) if z > threshold else s)
+
+
+# ---- gradients from outputs, one pass: float32 or float64, with NumPy's roundings (no FMA: the same values as the
+# op's three NumPy passes on CuPy) --------------------------------------------------------------------------------
+_exact = numba.njit(cache=True, nogil=True, error_model="numpy")
+
+
+@_exact
+def sigmoid_backward(y, g, out):
+    """``g * (1 - y) * y``."""
+    for i in range(out.size):
+        v = y[i]
+        out[i] = (_ONE - v) * v * g[i]
+
+
+@_exact
+def tanh_backward(y, g, out):
+    """``g * (1 - y * y)``, ``out`` may be ``g``."""
+    for i in range(out.size):
+        v = y[i]
+        out[i] = g[i] * (_ONE - v * v)

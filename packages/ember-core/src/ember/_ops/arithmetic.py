@@ -6,7 +6,7 @@ import math
 import numpy as np
 
 from .. import _dtype as D
-from .. import _erf, _parallel
+from .. import _loops, _parallel
 from .._registry import TORCH_NAME, compute_dtype, elementwise, integral_only
 from .._tensor import Tensor
 from .comparison import where
@@ -264,7 +264,7 @@ def _times(xp, a, b):
 def _loop(name, fallback):
     """One pass of ember's numba loop ``name`` on NumPy arrays (``fallback(xp, a)`` on CuPy ones)."""
     def power(xp, a):
-        return _erf.power(a, name) if xp is np and a.dtype.itemsize >= 4 else fallback(xp, a)
+        return _loops.power(a, name) if xp is np and a.dtype.itemsize >= 4 else fallback(xp, a)
     return power
 
 

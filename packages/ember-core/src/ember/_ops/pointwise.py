@@ -5,7 +5,7 @@ import math
 
 import numpy as np
 
-from .. import _backend, _parallel
+from .. import _backend, _loops, _parallel
 from .. import _dtype as D
 from .. import _promotion as P
 from .._registry import TORCH_NAME, compute_dtype, elementwise, op
@@ -343,8 +343,9 @@ def _(ctx, g):
     y = ctx.out
     if _plain_pair(g, y):  # on the arrays
         d = g._data
-        if getattr(ctx, "grad_donated", False) and d.shape == y._data.shape:  # the engine's own gradient: in place
-            _parallel.expression(_tanh_grad_into, y._data, out=d)  # (no new array to fill: a third less traffic)
+        if (getattr(ctx, "grad_donated", False) and d.shape == y._data.shape and d.flags.c_contiguous
+                and y._data.flags.c_contiguous and type(d) is np.ndarray and d.size >= _loops.LOOP_MIN):
+            _loops.derivative_times("tanh_backward", y._data, d, out=d)  # the engine's own gradient: in place
             return (g,)
         return (Tensor._wrap(_tanh_backward.impl(_backend.xp_of(y._data), d, y._data)),)
     if y.is_complex():
@@ -369,17 +370,12 @@ def _tanh_grad(xp, out, y, g=None):
         xp.multiply(out, g, out=out)
 
 
-def _tanh_grad_into(xp, g, y):
-    """``g *= 1 - y*y`` (a temporary the size of ``y``: one block when the expression runs in blocks)."""
-    t = xp.multiply(y, y)
-    xp.subtract(1, t, out=t)
-    xp.multiply(g, t, out=g)
-
-
 def _derivative_times(xp, fn, output, grad):
     """``fn(xp, out, output, grad)``: an op's derivative from its (n-d) output, times ``grad``; one pass through
-    memory (over the cores when large) when they have one shape."""
+    memory (over the cores when large) when they have one shape: ember's numba loop on NumPy arrays."""
     if grad.shape == output.shape and not _single(grad):
+        if xp is np and grad.dtype == output.dtype and output.size >= _loops.LOOP_MIN:
+            return _loops.derivative_times(_LOOP_OF[fn], output, grad)
         return _parallel.expression(fn, output, grad)
     return _times(xp, _parallel.expression(fn, output), grad)
 
@@ -737,6 +733,8 @@ def sigmoid(xp, a):
     """Logistic function ``1 / (1 + exp(-input))``."""
     if type(a) is not np.ndarray or a.dtype.kind != "f" or not a.ndim:
         return 1 / (1 + xp.exp(-a))
+    if a.dtype == np.float32 and a.size >= _loops.LOOP_MIN:  # one pass of ember's loop
+        return _loops.float32_loop("sigmoid_f32", a)
     return _parallel.expression(_logistic, a)
 
 
@@ -765,6 +763,9 @@ def _sigmoid_grad(xp, out, y, g=None):
     xp.multiply(out, y, out=out)
     if g is not None:
         xp.multiply(out, g, out=out)
+
+
+_LOOP_OF = {_tanh_grad: "tanh_backward", _sigmoid_grad: "sigmoid_backward"}  # the numba loops doing the same
 
 
 @_sigmoid_backward.vjp

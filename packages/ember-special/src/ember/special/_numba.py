@@ -476,7 +476,7 @@ def lgamma(x):
 # to about 1e-10 before the one rounding to float32: erf(x) / x as a polynomial in x^2 for |x| < 0.9, above it
 # erfcx(a) = W(1/a) / a with W(s) = erfcx(1/s) / s on two intervals of s. The polynomials interpolate SciPy's float64
 # functions at Chebyshev points (computed once, at first use). (erf, erfc and ndtr themselves are ember-core's
-# loops, ember._erf.)
+# loops, ember._loops.)
 def _fit(f, lo, hi, degree):
     from numpy.polynomial import chebyshev
     c = chebyshev.chebinterpolate(lambda u: f(lo + (u + 1) * (hi - lo) / 2), degree)

@@ -10,7 +10,7 @@ import math
 import numpy as np
 
 import ember
-from ember import _erf
+from ember import _loops
 from ember._registry import TORCH_NAME
 from ember._tensor import Tensor
 
@@ -348,7 +348,7 @@ def _(ctx, g):
 @special_op("erf", public=True)
 def erf(xp, x):
     """Error function (ember-core's loops: float32 ones of its own, the C library's erf for float64)."""
-    return _erf.erf(xp, x)
+    return _loops.erf(xp, x)
 
 
 @erf.vjp
@@ -360,7 +360,7 @@ def _(ctx, g):
 @special_op("erfc", public=True)
 def erfc(xp, x):
     """Complementary error function ``1 - erf(input)`` (ember-core's loops, as ``erf``)."""
-    return _erf.erfc(xp, x)
+    return _loops.erfc(xp, x)
 
 
 @erfc.vjp
@@ -396,7 +396,7 @@ def _(ctx, g):
 @special_op("ndtr")
 def ndtr(xp, x):
     """Standard normal cumulative distribution function."""
-    return _erf.ndtr(xp, x) if xp is np and x.dtype == np.float32 else _sp(xp, "ndtr", x)
+    return _loops.ndtr(xp, x) if xp is np and x.dtype == np.float32 else _sp(xp, "ndtr", x)
 
 
 @ndtr.vjp
