@@ -300,6 +300,23 @@ def test_anomaly_mode_names_the_forward_op():
                 y.backward()
 
 
+def test_set_detect_anomaly_is_a_call_and_a_context_manager_as_torch():
+    seen = []
+    for m in (torch, ember):
+        steps = [m.is_anomaly_enabled()]
+        m.autograd.set_detect_anomaly(True)
+        steps.append(m.is_anomaly_enabled())
+        with m.autograd.set_detect_anomaly(False):
+            steps.append(m.is_anomaly_enabled())
+        steps.append(m.is_anomaly_enabled())
+        m.autograd.set_detect_anomaly(False)
+        with m.autograd.set_detect_anomaly(True, check_nan=False):
+            steps.append((m.is_anomaly_enabled(), m.is_anomaly_check_nan_enabled()))
+        steps.append(m.is_anomaly_enabled())
+        seen.append(steps)
+    assert seen[0] == seen[1]
+
+
 def test_graph_is_freed_memory_stays_flat():
     w = ember.randn(64, 64, requires_grad=True)
     x = ember.randn(8, 64)

@@ -22,8 +22,19 @@ def is_anomaly_check_nan_enabled():
     return _STATE.check_nan
 
 
-def set_detect_anomaly(mode, check_nan=True):
-    _STATE.enabled, _STATE.check_nan = bool(mode), bool(check_nan)
+class set_detect_anomaly:
+    """Switch anomaly detection on or off: at once when called, and back to the previous setting when used as a
+    context manager (``with set_detect_anomaly(False): ...``)."""
+
+    def __init__(self, mode, check_nan=True):
+        self.prev = (_STATE.enabled, _STATE.check_nan)
+        _STATE.enabled, _STATE.check_nan = bool(mode), bool(check_nan)
+
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        _STATE.enabled, _STATE.check_nan = self.prev
 
 
 class detect_anomaly:
@@ -37,7 +48,7 @@ class detect_anomaly:
         self.prev = (_STATE.enabled, _STATE.check_nan)
         warnings.warn("Anomaly Detection has been enabled. This mode will increase the runtime and should only be "
                       "enabled for debugging.", stacklevel=2)
-        set_detect_anomaly(True, self.check_nan)
+        _STATE.enabled, _STATE.check_nan = True, bool(self.check_nan)
 
     def __exit__(self, *exc):
         _STATE.enabled, _STATE.check_nan = self.prev

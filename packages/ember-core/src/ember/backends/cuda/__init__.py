@@ -98,3 +98,56 @@ def _apply():
     tf32 = matmul.allow_tf32 and cuda.get_device_capability()[0] >= 8
     _core.set_compute_type(numpy.float32, _core._routines_linalg.COMPUTE_TYPE_TF32 if tf32
                            else _core._routines_linalg.COMPUTE_TYPE_DEFAULT)
+
+
+# ---- scaled dot-product attention: which kernels torch.nn.functional.scaled_dot_product_attention may use --------
+# ember has one implementation (the math one, on both devices); on the CPU PyTorch also runs its flash kernel, so a
+# call refuses only when neither math nor flash is enabled (nn.functional checks)
+_sdp = {"flash": True, "mem_efficient": True, "math": True, "cudnn": True, "fp16_bf16_reduction_math": False}
+
+
+def _sdp_switch(kind):
+    def enable(enabled):
+        _sdp[kind] = bool(enabled)
+
+    def enabled():
+        return _sdp[kind]
+    return enable, enabled
+
+
+enable_flash_sdp, flash_sdp_enabled = _sdp_switch("flash")
+enable_mem_efficient_sdp, mem_efficient_sdp_enabled = _sdp_switch("mem_efficient")
+enable_math_sdp, math_sdp_enabled = _sdp_switch("math")
+enable_cudnn_sdp, cudnn_sdp_enabled = _sdp_switch("cudnn")
+allow_fp16_bf16_reduction_math_sdp, fp16_bf16_reduction_math_sdp_allowed = _sdp_switch("fp16_bf16_reduction_math")
+
+
+def is_flash_attention_available():
+    """False: ember has no fused attention kernels."""
+    return False
+
+
+def can_use_flash_attention(params, debug=False):
+    return False
+
+
+can_use_efficient_attention = can_use_cudnn_attention = can_use_flash_attention
+
+
+class sdp_kernel:
+    """Deprecated in PyTorch for ``torch.nn.attention.sdpa_kernel``: enable exactly the given kernels inside the
+    block, restoring the flags after it."""
+
+    def __init__(self, enable_flash=True, enable_math=True, enable_mem_efficient=True, enable_cudnn=True):
+        warnings.warn("`torch.backends.cuda.sdp_kernel()` is deprecated. In the future, this context manager will be "
+                      "removed. Please see `torch.nn.attention.sdpa_kernel()` for the new context manager, with "
+                      "updated signature.", FutureWarning, stacklevel=2)
+        self.wanted = {"flash": enable_flash, "math": enable_math, "mem_efficient": enable_mem_efficient,
+                       "cudnn": enable_cudnn}
+
+    def __enter__(self):
+        self.saved = dict(_sdp)
+        _sdp.update((k, bool(v)) for k, v in self.wanted.items())
+
+    def __exit__(self, *exc):
+        _sdp.update(self.saved)

@@ -2,6 +2,7 @@
 import math
 
 import ember
+from ember.nn.attention import _check_kernels
 
 from ._layers import dropout, linear, pad
 
@@ -11,6 +12,7 @@ __all__ = ["scaled_dot_product_attention", "multi_head_attention_forward"]
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
                                  enable_gqa=False):
     """``softmax(q @ k^T * scale + mask) @ v``; a bool mask marks the pairs that take part (True = attend)."""
+    _check_kernels()
     L, S = query.shape[-2], key.shape[-2]
     if is_causal and attn_mask is not None:
         raise RuntimeError("_scaled_dot_product_attention: Explicit attn_mask should not be set when is_causal=True")
