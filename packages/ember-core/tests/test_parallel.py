@@ -362,6 +362,43 @@ def test_split_keeps_no_reference():
     assert sys.getrefcount(r) == 2
 
 
+def _stalled_helper(monkeypatch):
+    """A helper that is handed jobs but runs none until the test runs them (a thread a busy machine left
+    without CPU)."""
+    go, done = threading.Lock(), threading.Lock()
+    go.acquire()
+    done.acquire()
+    helper = (go, done, [None, False], None)
+    monkeypatch.setattr(P, "_helpers", lambda: [helper])
+    return helper
+
+
+@needs_helpers
+def test_a_helper_that_has_not_started_is_not_waited_for(monkeypatch):
+    """The caller computes the part of a helper that has not started, does not wait for it, and hands it no job
+    until it has been through the one it was late for; the late job finds the work done and holds no array."""
+    import sys
+    go, done, job, _ = _stalled_helper(monkeypatch)
+    a = _data(N)
+    got = []
+    caller = threading.Thread(target=lambda: got.append(P.ufunc(np.multiply, a, np.float32(2))))
+    caller.start()
+    caller.join(timeout=60)  # (a caller waiting for the helper would never end)
+    r = got.pop()
+    _same(r, a * np.float32(2))
+    assert job[1] and sys.getrefcount(r) == 2
+    late = job[0]
+    r2 = P.ufunc(np.add, a, a)  # the helper is still busy: no job for it
+    _same(r2, a + a)
+    assert job[0] is late
+    go.acquire()  # the helper runs now, and ends
+    late()
+    done.release()
+    r3 = P.ufunc(np.add, a, a)  # its end is collected: it is handed the next job
+    _same(r3, a + a)
+    assert job[0] is not late and job[1]
+
+
 def test_one_pool():
     assert selection.pool is fft_ops.pool is reduction.pool is P.pool
 

@@ -3,10 +3,12 @@
 Elementwise work on C-contiguous operands of one shape splits into one flat part per thread: the calling thread
 and helper threads (one per other core, each blocked on a lock until handed a job) claim the parts in order, each
 writing its part into one output; a helper that has not started by the time the caller ends its part leaves its
-part to the caller. Parts start at multiples of ``_ALIGN`` elements, so NumPy's SIMD loops meet every element as in
-one call over the whole array: the values are bit for bit those of one call. (Reductions must not split like this:
-the order of float additions would change.) Helpers run in a copy of the caller's context, so NumPy's errstate (a
-context variable) holds there too, and their errors raise in the caller. Idle helpers block: they burn no CPU.
+part to the caller, which then does not wait for it either (on a busy machine a woken helper may get no CPU for
+milliseconds): a later split hands it no job until it has been through the one it was late for. Parts start at
+multiples of ``_ALIGN`` elements, so NumPy's SIMD loops meet every element as in one call over the whole array:
+the values are bit for bit those of one call. (Reductions must not split like this: the order of float additions
+would change.) Helpers run in a copy of the caller's context, so NumPy's errstate (a context variable) holds there
+too, and their errors raise in the caller. Idle helpers block: they burn no CPU.
 """
 import contextlib
 import contextvars
@@ -79,7 +81,7 @@ def _helpers():
             go, done = threading.Lock(), threading.Lock()
             go.acquire()
             done.acquire()
-            job = [None]
+            job = [None, False]  # [the job, whether its end is still to be collected (``done`` not yet acquired)]
             thread = threading.Thread(target=_serve, args=(go, done, job), daemon=True, name="ember-split")
             thread.start()
             _HELPERS.append((go, done, job, thread.native_id))
@@ -136,40 +138,64 @@ def _shape(operands, out=None, minimum=None):
     return shape
 
 
+def _idle(helper):
+    """Whether ``helper`` may take a job: it has been through the last one it was handed (collected here if so)."""
+    _, done, job, _ = helper
+    if job[1] and done.acquire(blocking=False):
+        job[1] = False
+    return not job[1]
+
+
 def _run(fn, out, operands, blocked):
-    """``fn(out, *operands)`` part by part over the calling thread and the helpers (block by block within a part
-    when ``blocked``)."""
+    """``fn(out, *operands)`` part by part over the calling thread and the idle helpers (block by block within a
+    part when ``blocked``)."""
     flat = out.reshape(-1), *[a.reshape(-1) if type(a) is np.ndarray and a.ndim else a for a in operands]
     n = out.size
     if WORKERS < 2 or not _BUSY[0].acquire(blocking=False):
         fn(*flat)
         return out
-    helpers = _helpers()
-    first = min(n, n // (len(helpers) + 1) + _LEAD) // _ALIGN * _ALIGN
-    rest = max(_ALIGN, -(-(n - first) // (len(helpers) * _ALIGN)) * _ALIGN)
-    cuts = sorted({0, *range(first, n, rest), n})
-    claim = itertools.count()  # (``next`` on it is atomic under the GIL)
     errors = []
-
-    def work():  # parts in order, as long as there are some and nobody failed
-        try:
-            for k in claim:
-                if k >= len(cuts) - 1 or errors:
-                    return
-                a, b = cuts[k], cuts[k + 1]
-                for s in range(a, b, _BLOCK if blocked else b - a):
-                    stop = min(s + _BLOCK, b) if blocked else b
-                    fn(*[x[s:stop] if type(x) is np.ndarray and x.ndim else x for x in flat])
-        except BaseException as e:
-            errors.append(e)
-
     try:
-        for go, _, job, _ in helpers:
-            job[0] = functools.partial(contextvars.copy_context().run, work)
+        helpers = [h for h in _helpers() if _idle(h)]
+        if not helpers:
+            fn(*flat)
+            return out
+        first = min(n, n // (len(helpers) + 1) + _LEAD) // _ALIGN * _ALIGN
+        rest = max(_ALIGN, -(-(n - first) // (len(helpers) * _ALIGN)) * _ALIGN)
+        cuts = sorted({0, *range(first, n, rest), n})
+        claim = itertools.count()  # (``next`` on it is atomic under the GIL)
+        # the arrays, dropped when the caller is done: a job a late helper has yet to run keeps no reference to them
+        # (the engine reuses arrays only it refers to)
+        entry, started, arrays = threading.Lock(), [], [flat]
+
+        def work(me=None):  # parts in order, as long as there are some and nobody failed
+            if me is not None:
+                with entry:  # a helper starts only while the caller has not finished (else the caller ran its part)
+                    if arrays[0] is None:
+                        return
+                    started.append(me)
+            flat = arrays[0]
+            try:
+                for k in claim:
+                    if k >= len(cuts) - 1 or errors:
+                        return
+                    a, b = cuts[k], cuts[k + 1]
+                    for s in range(a, b, _BLOCK if blocked else b - a):
+                        stop = min(s + _BLOCK, b) if blocked else b
+                        fn(*[x[s:stop] if type(x) is np.ndarray and x.ndim else x for x in flat])
+            except BaseException as e:
+                errors.append(e)
+
+        for i, (go, _, job, _) in enumerate(helpers):
+            job[0], job[1] = functools.partial(contextvars.copy_context().run, work, i), True
             go.release()
         work()
-        for _, done, _, _ in helpers:
+        with entry:
+            arrays[0] = flat = None
+        for i in started:  # (the others will find the work done; their end is collected by a later split)
+            _, done, job, _ = helpers[i]
             done.acquire()
+            job[1] = False
     except BaseException:  # (interrupted while waiting: a helper may run on; later splits get new helpers)
         _HELPERS.clear()
         raise
