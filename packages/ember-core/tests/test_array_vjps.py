@@ -250,6 +250,25 @@ def test_batch_norm_double_backward():
         _close(e, t, "float64")
 
 
+# ---- gather ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", ["float32", "float64", "bfloat16"])
+@pytest.mark.parametrize("dim, index_shape", [(1, (5, 1)), (1, (4, 3)), (0, (6, 2)), (-1, (3, 1)), (0, ())])
+@pytest.mark.parametrize("create_graph", [False, True])
+def test_gather_grad(dtype, dim, index_shape, create_graph):
+    """One pick per slice (nll_loss's: assigned) and repeated picks (added), an index smaller than the input."""
+    rng = np.random.default_rng(len(index_shape))
+    shape = (5, 4) if index_shape else ()
+    tx, ex = _pair(rng.standard_normal(shape), dtype)
+    size = shape[dim] if shape else 1
+    index = rng.integers(0, size, index_shape)
+    ty, ey = torch.gather(tx, dim if shape else 0, torch.tensor(index)), ember.gather(ex, dim if shape else 0,
+                                                                                        ember.tensor(index))
+    tg, eg = _pair(rng.standard_normal(index_shape), dtype, requires_grad=False)
+    (tdx,) = torch.autograd.grad(ty, tx, tg)
+    (edx,) = ember.autograd.grad(ey, ex, eg, create_graph=create_graph)
+    _close(edx, tdx, dtype)
+
+
 # ---- argument binding ---------------------------------------------------------------------------
 def _impl(xp, input, target, weight=None, reduction=1, *, flag=False):
     return input

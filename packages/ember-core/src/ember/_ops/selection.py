@@ -174,7 +174,25 @@ def gather(xp, input, dim, index, *, sparse_grad=False):
 @gather.vjp
 def _(ctx, g):
     x, dim, index = ctx.args[:3]
+    gd = g._data
+    if type(gd) is np.ndarray and gd.dtype.kind in "fc" and gd.dtype not in _HALF and not g.requires_grad:
+        return Tensor._wrap(_gather_grad(x.shape, _wrap_dim(dim, x.dim()), index._data, gd)), None, None
     return g.new_zeros(x.shape).scatter_add(dim, index, g), None, None
+
+
+def _gather_grad(shape, d, index, g):
+    """Gather's input gradient as an array: ``g`` added at the picked positions of zeros of ``shape``, in one
+    scatter into the zeros (scatter_add's copy of them spared); an index picking one entry per slice along ``d``
+    (nll_loss's) picks each position once, so a plain assignment does."""
+    out = np.zeros(shape, g.dtype)
+    index, g = _as_1d(index), _as_1d(g)
+    if index.size:
+        flat, pos = out.reshape(-1), _flat_positions(np, _as_1d(out).shape, d, index)
+        if index.shape[d] == 1:
+            flat[pos] = g
+        else:
+            np.add.at(flat, pos, g)
+    return out
 
 
 def _scatter_common(xp, what, input, dim, index, src, reduce):
