@@ -353,9 +353,13 @@ def dropouts(dtype, rng):
             ((values(dtype, (0, 3), rng), 0.2, False), {})]
 
 
-def dropout_shapes(name):
-    """Training-mode dropout: random, so dtype and shape are compared (and that p=0 keeps everything)."""
+def dropout_training(name, masked=False):
+    """Training-mode dropout from the same seed (ember's CPU stream is PyTorch's); ``masked``: ember's recorded form
+    ``_<name>_with_mask``, whose first result is the op's."""
     def call(m, x, p):
+        m.manual_seed(7)
+        if masked and m is not torch:
+            return REGISTRY[f"_{name}_with_mask"].fn(x, p, True)[0]
         return getattr(m, name)(x, p, True)
     return call
 
@@ -398,10 +402,12 @@ def distances(dtype, rng):
 
 LINES += [Line(name, fn(name), dropouts, dtypes=FLOATS + ("int64",))
           for name in ("dropout", "alpha_dropout", "feature_dropout", "feature_alpha_dropout")]
-LINES += [Line(name + " (training)", dropout_shapes(name), lambda d, r: [((values(d, (4, 3, 2), r), 0.3), {}),
-                                                                      ((values(d, (4, 3, 2), r), 0.0), {})],
-               dtypes=FLOATS, values=False)
+_TRAINING = lambda d, r: [((values(d, (4, 3, 2), r), 0.3), {}), ((values(d, (4, 3, 2), r), 0.0), {}),  # noqa: E731
+                          ((values(d, (4, 3, 2), r), 1.0), {})]
+LINES += [Line(name + " (training)", dropout_training(name), _TRAINING, dtypes=FLOATS)
           for name in ("dropout", "alpha_dropout", "feature_dropout", "feature_alpha_dropout", "native_dropout")]
+LINES += [Line(f"_{name}_with_mask", dropout_training(name, masked=True), _TRAINING, dtypes=FLOATS, grad=False)
+          for name in ("dropout", "alpha_dropout", "feature_dropout", "feature_alpha_dropout")]
 LINES += [
     Line("linear", nnf("linear"), linears, dtypes=ALL),
     Line("native_dropout", fn("native_dropout"), lambda d, r: dropouts(d, r)[:4], dtypes=FLOATS),
