@@ -1,6 +1,7 @@
 """ember's numba loops (ember._loops) on dense sweeps: float32 results of the error function family, GELU and the
 logistic family within a few ulp of float64 values, float64 ones to about 1e-15; tails, subnormals, NaN and the
-infinities; second derivatives of the VJP ops."""
+infinities; second derivatives of the VJP ops; large inputs (the loops' sizes) and the row ops (softmax, log_softmax,
+layer norm) against torch."""
 import math
 
 import numpy as np
@@ -134,3 +135,45 @@ def test_loops_match_torch_on_large_tensors(name, kwargs):
         results.append((y.detach().numpy(), t.grad.numpy()))
     for got, want in zip(*results):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)  # (torch's GELU tails: absolute errors ~2e-6)
+
+
+def _rows_input(seed=4):
+    x = np.random.default_rng(seed).standard_normal((3 * _loops.LOOP_MIN // 64, 64)).astype(np.float32) * 5
+    x[0, 3], x[1, :], x[2, 5], x[3, 7], x[4, :] = np.nan, -np.inf, np.inf, -np.inf, 1e30  # edge rows
+    return x
+
+
+@needs_autograd
+@pytest.mark.parametrize("name", ["softmax", "log_softmax"])
+def test_softmax_rows_match_torch(name):
+    torch = pytest.importorskip("torch")
+    x = _rows_input()
+    g = np.random.default_rng(5).standard_normal(x.shape).astype(np.float32)
+    results = []
+    for lib in (ember, torch):
+        t = lib.tensor(x, requires_grad=True)
+        y = getattr(lib, name)(t, -1)
+        y.backward(lib.tensor(g))
+        results.append((y.detach().numpy(), t.grad.numpy()))
+    for got, want in zip(*results):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+@needs_autograd
+@pytest.mark.parametrize("affine", ["both", "weight", "none"])
+def test_layer_norm_rows_match_torch(affine):
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((3 * _loops.LOOP_MIN // 128, 128)).astype(np.float32) * 3 + 1
+    g = rng.standard_normal(x.shape).astype(np.float32)
+    w, b = rng.standard_normal(128).astype(np.float32), rng.standard_normal(128).astype(np.float32)
+    results = []
+    for lib in (ember, torch):
+        params = [lib.tensor(w, requires_grad=True) if affine != "none" else None,
+                  lib.tensor(b, requires_grad=True) if affine == "both" else None]
+        t = lib.tensor(x, requires_grad=True)
+        y = lib.nn.functional.layer_norm(t, (128,), *params)
+        y.backward(lib.tensor(g))
+        results.append([y.detach().numpy(), t.grad.numpy()] + [p.grad.numpy() for p in params if p is not None])
+    for got, want in zip(*results):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)

@@ -1,7 +1,8 @@
 """ember's numba loops on arrays (``ember._numba_kernels``, loaded with numba on first use: ``import ember`` never
 imports numba): the error function family and GELU (CUDA's erf/erfc through cupyx on CuPy arrays; ember.special's
 erf, erfc and ndtr use these too, so each function has one implementation per device), small powers, and the
-float32 logistic family (sigmoid, SiLU, softplus) with the one-pass VJPs of sigmoid and tanh."""
+float32 logistic family (sigmoid, SiLU, softplus) with the one-pass VJPs of sigmoid and tanh, and the row ops of
+float32 matrices (softmax, log_softmax, layer norm and their gradients along the last dim)."""
 import math
 import os
 
@@ -130,4 +131,33 @@ def derivative_times(name, output, grad, out=None):
     out = np.empty(output.shape, output.dtype) if out is None else out
     _parallel.loop(getattr(loops(), name), output.reshape(-1), grad.reshape(-1), out=out.reshape(-1),
                    minimum=_parallel.MIN_SIZE)
+    return out
+
+
+# Elements from which row loops run over two halves of the rows on two threads (ember's pool)
+ROWS_SPLIT_MIN = 1 << 17
+
+
+def rows(name, x, *more, out, scalars=(), halves=None):
+    """Row loop ``name`` over the rows of float32 C-contiguous ``x`` and ``more`` (same leading shape), writing
+    ``out``: ``name(x, *more, *scalars, out, *extra)``, ``extra`` from ``halves(k)`` for half k of the rows (per-half
+    accumulators; both halves always, so results do not depend on threads). Large inputs run their halves on two
+    threads."""
+    fn = getattr(loops(), name)
+    n = x.shape[0]
+
+    def part(lo, hi, extra):
+        fn(x[lo:hi], *[m[lo:hi] for m in more], *scalars, out[lo:hi], *extra)
+
+    if halves is None and (x.size < ROWS_SPLIT_MIN or n < 2 or _parallel.WORKERS < 2):
+        part(0, n, ())
+        return out
+    spans = [(0, n // 2, halves(0) if halves else ()), (n // 2, n, halves(1) if halves else ())]
+    if x.size < ROWS_SPLIT_MIN or _parallel.WORKERS < 2:
+        for span in spans:
+            part(*span)
+    else:
+        job = _parallel.pool().submit(part, *spans[0])
+        part(*spans[1])
+        job.result()
     return out

@@ -413,3 +413,162 @@ def tanh_backward(y, g, out):
     for i in range(out.size):
         v = y[i]
         out[i] = g[i] * (_ONE - v * v)
+
+
+# ---- rows of float32 matrices (the last dim): softmax, log_softmax, layer norm and their gradients ----------------
+# A row's sums are reductions: vectorised only where LLVM may reassociate them (``_sums``; kept out of the loops
+# around them, whose exp's rounding tricks must not be reassociated). The order of additions is fixed by the compiled
+# code, so results do not depend on threads. The rows' maxima come from NumPy (numba vectorises no max reduction).
+_sums = numba.njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "nsz", "contract"})
+
+
+@_sums
+def _sum(x):
+    s = _F(0)
+    for j in range(x.size):
+        s += x[j]
+    return s
+
+
+@_sums
+def _dot(x, y):
+    s = _F(0)
+    for j in range(x.size):
+        s += x[j] * y[j]
+    return s
+
+
+@_sums
+def _dot_about(v, x, m):
+    s = _F(0)
+    for j in range(x.size):
+        s += v[j] * (x[j] - m)
+    return s
+
+
+@_sums
+def _squares_about(x, m):
+    s = _F(0)
+    for j in range(x.size):
+        d = x[j] - m
+        s += d * d
+    return s
+
+
+@_inline
+def _exp_f32(z):
+    """exp(z) for z <= 0 to about an ulp (NaN for NaN)."""
+    return _exp_neg_up(-z) * _DOWN
+
+
+@_jit
+def softmax_rows_f32(x, m, out):
+    """exp(x - m) / sum(exp(x - m)) per row, ``m`` the rows' maxima."""
+    for i in range(x.shape[0]):
+        xi, oi, mi = x[i], out[i], m[i]
+        for j in range(xi.size):
+            oi[j] = _exp_f32(xi[j] - mi)
+        s = _sum(oi)
+        for j in range(xi.size):
+            oi[j] = oi[j] / s
+
+
+@_jit
+def log_softmax_rows_f32(x, at, out, scratch):
+    """x - max - log(sum exp(x - max)), the log as log1p of the sum of the other terms (summing 1 + tiny first
+    would round the tiny part away); ``at`` the rows' argmax (NumPy's: a NaN's place where there is one). ``scratch``
+    holds one row."""
+    for i in range(x.shape[0]):
+        xi, oi = x[i], out[i]
+        k = at[i]
+        m = xi[k]
+        for j in range(xi.size):
+            z = xi[j] - m
+            oi[j] = z
+            scratch[j] = _exp_f32(z)
+        scratch[k] = oi[k]  # (0, or NaN where the maximum is not finite, which must reach the whole row)
+        lse = np.float32(math.log1p(_sum(scratch)))
+        for j in range(xi.size):
+            oi[j] = oi[j] - lse
+
+
+@_jit
+def softmax_backward_rows_f32(y, g, out):
+    """y (g - sum(g y)) per row."""
+    for i in range(y.shape[0]):
+        yi, gi, oi = y[i], g[i], out[i]
+        s = _dot(gi, yi)
+        for j in range(yi.size):
+            oi[j] = yi[j] * (gi[j] - s)
+
+
+@_jit
+def log_softmax_backward_rows_f32(y, g, out):
+    """g - exp(y) sum(g) per row."""
+    for i in range(y.shape[0]):
+        yi, gi, oi = y[i], g[i], out[i]
+        s = _sum(gi)
+        for j in range(yi.size):
+            oi[j] = gi[j] - _exp_f32(yi[j]) * s
+
+
+@_inline
+def _row_stats(xi, eps):
+    """(mean, 1 / sqrt(var + eps)) of a row, the variance about the mean (two passes in cache)."""
+    n = _F(xi.size)
+    m = _sum(xi) / n
+    return m, _F(1) / np.float32(math.sqrt(_squares_about(xi, m) / n + eps))
+
+
+@_jit
+def layer_norm_rows_f32(x, w, b, eps, out):
+    """(x - mean) / sqrt(var + eps) * w + b per row (w, b of the row's length, or empty for none)."""
+    n = x.shape[1]
+    for i in range(x.shape[0]):
+        xi, oi = x[i], out[i]
+        m, r = _row_stats(xi, eps)
+        if w.size and b.size:
+            for j in range(n):
+                oi[j] = (xi[j] - m) * r * w[j] + b[j]
+        elif w.size:
+            for j in range(n):
+                oi[j] = (xi[j] - m) * r * w[j]
+        elif b.size:
+            for j in range(n):
+                oi[j] = (xi[j] - m) * r + b[j]
+        else:
+            for j in range(n):
+                oi[j] = (xi[j] - m) * r
+
+
+@_jit
+def layer_norm_backward_rows_f32(x, g, w, eps, gx, gw, gb):
+    """Per row, with h = (x - mean) rstd and v = g w: gx = rstd (v - mean(v) - h mean(v h)); ``gw`` and ``gb``
+    (row-length accumulators, or empty) gather sum(g h) and sum(g) over the rows."""
+    n = x.shape[1]
+    for i in range(x.shape[0]):
+        xi, gi, oi = x[i], g[i], gx[i]
+        m, r = _row_stats(xi, eps)
+        if w.size:
+            for j in range(n):  # v into gx's row first
+                oi[j] = gi[j] * w[j]
+        else:
+            oi[:] = gi
+        sv = _sum(oi) / _F(n)
+        svh = _dot_about(oi, xi, m) * r / _F(n)
+        if gw.size and gb.size:
+            for j in range(n):
+                h = (xi[j] - m) * r
+                oi[j] = r * (oi[j] - sv - h * svh)
+                gw[j] += gi[j] * h
+                gb[j] += gi[j]
+        else:
+            for j in range(n):
+                h = (xi[j] - m) * r
+                oi[j] = r * (oi[j] - sv - h * svh)
+            if gw.size:
+                for j in range(n):
+                    gw[j] += gi[j] * ((xi[j] - m) * r)
+            if gb.size:
+                for j in range(n):
+                    gb[j] += gi[j]

@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 
+from .. import _loops
 from .._registry import op
 from .._tensor import Tensor
 from .activation import bound, grads, tname, up
@@ -216,9 +217,48 @@ def layer_norm(xp, input, normalized_shape, weight=None, bias=None, eps=1e-05, c
     """Normalize over the trailing ``normalized_shape`` dims, then scale and shift elementwise."""
     x = _float("LayerNormKernelImpl", input)
     axes = _normalized("layer_norm", x, normalized_shape, weight, bias)
+    if len(axes) == 1 and _rows(x, weight, bias):  # ember's row loop: one pass over each row in cache
+        n = x.shape[-1]
+        out = np.empty(x.shape, np.float32)
+        _loops.rows("layer_norm_rows_f32", x.reshape(-1, n), out=out.reshape(-1, n),
+                    scalars=(_given(weight), _given(bias), float(eps)))
+        return out
     mean, var = _stats(xp, x, axes)
     y = (x - mean) / xp.sqrt(var + eps)
     return _affine(xp, y, weight, bias, x.shape[axes[0]:]).astype(input.dtype, copy=False)
+
+
+def _rows(x, *params):
+    """Whether float32 NumPy ``x`` (C-contiguous, large enough) and its float32 parameters (or None) suit the row
+    loops."""
+    return (type(x) is np.ndarray and x.dtype == np.float32 and x.flags.c_contiguous and x.size >= _loops.LOOP_MIN
+            and all(p is None or (type(p) is np.ndarray and p.dtype == np.float32) for p in params))
+
+
+def _given(p):
+    """A parameter as the row loops take it: a float32 vector, empty for none."""
+    return np.empty(0, np.float32) if p is None else np.ascontiguousarray(p).reshape(-1)
+
+
+def _layer_norm_rows_vjp(g, x, w, b, eps):
+    """layer_norm's gradients by the row loop on the arrays, or None where it does not apply (a graph is being
+    recorded; not float32 rows of the last dim)."""
+    if any(t is not None and t._rg for t in (g, x, w, b)) or g._data.shape != x._data.shape or not _rows(
+            x._data, g._data, *(None if t is None else t._data for t in (w, b))) or not g._data.flags.c_contiguous:
+        return None
+    n = x.shape[-1]
+    xd, gd = x._data.reshape(-1, n), g._data.reshape(-1, n)
+    gx = np.empty(xd.shape, np.float32)
+    sums = {}
+
+    def accumulators(k):  # per half of the rows: sums of g * xhat and of g (the same pass as gx's)
+        sums[k] = [np.zeros(n if t is not None else 0, np.float32) for t in (w, b)]
+        return sums[k]
+    _loops.rows("layer_norm_backward_rows_f32", xd, gd, out=gx,
+                scalars=(_given(None if w is None else w._data), float(eps)), halves=accumulators)
+    gw, gb = (sums[0][i] + sums[1][i] for i in (0, 1))
+    return (Tensor._wrap(gx.reshape(x._data.shape)),
+            *[None if s.size == 0 else Tensor._wrap(s) for s in (gw, gb)])
 
 
 @layer_norm.vjp
@@ -226,6 +266,9 @@ def _(ctx, g):
     a = bound(ctx, layer_norm)
     x, w, b = a["input"], a["weight"], a["bias"]
     k = 1 if isinstance(a["normalized_shape"], int) else len(a["normalized_shape"])
+    fast = _layer_norm_rows_vjp(g, x, w, b, a["eps"]) if k == 1 else None
+    if fast is not None:
+        return grads(ctx, layer_norm, input=fast[0], weight=fast[1], bias=fast[2])
     axes, lead = list(range(x.dim() - k, x.dim())), list(range(x.dim() - k))
     gx, xhat = _norm_grad(x, g if w is None else g * w, axes, a["eps"])
     return grads(ctx, layer_norm, input=gx, weight=None if w is None else (g * xhat).sum(lead),
