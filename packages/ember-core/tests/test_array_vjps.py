@@ -269,6 +269,27 @@ def test_gather_grad(dtype, dim, index_shape, create_graph):
     _close(edx, tdx, dtype)
 
 
+# ---- embedding ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
+@pytest.mark.parametrize("options", [{}, {"padding_idx": 3}, {"scale_grad_by_freq": True}, "empty"])
+@pytest.mark.parametrize("create_graph", [False, True])
+def test_embedding_grad(dtype, options, create_graph, monkeypatch):
+    """Repeated rows summed as torch's (in order), 2-D indices, the padding row's gradient zero."""
+    rng = np.random.default_rng(0)
+    tw, ew = _pair(rng.standard_normal((7, 5)), dtype)
+    index = rng.integers(0, 7, (0,) if options == "empty" else (4, 6))
+    kw = options if options != "empty" else {}
+    ty = torch.nn.functional.embedding(torch.tensor(index), tw, **kw)
+    ey = REGISTRY["embedding"].fn(ew, ember.tensor(index), kw.get("padding_idx", -1),
+                                  kw.get("scale_grad_by_freq", False))
+    tg, eg = _pair(rng.standard_normal(ty.shape), dtype, requires_grad=False)
+    seen = _spy(monkeypatch, nn_misc, "_row_sums")
+    (tdw,) = torch.autograd.grad(ty, tw, tg)
+    (edw,) = ember.autograd.grad(ey, ew, eg, create_graph=create_graph)
+    assert len(seen) == (not create_graph and dtype != "float16")
+    _close(edw, tdw, dtype)
+
+
 # ---- argument binding ---------------------------------------------------------------------------
 def _impl(xp, input, target, weight=None, reduction=1, *, flag=False):
     return input
