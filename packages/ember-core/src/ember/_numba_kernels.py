@@ -431,6 +431,14 @@ def _sum(x):
 
 
 @_sums
+def _count_zeros(x):
+    c = 0
+    for j in range(x.size):
+        c += x[j] == 0
+    return c
+
+
+@_sums
 def _dot(x, y):
     s = _F(0)
     for j in range(x.size):
@@ -474,20 +482,17 @@ def softmax_rows_f32(x, m, out):
 
 
 @_jit
-def log_softmax_rows_f32(x, at, out, scratch):
-    """x - max - log(sum exp(x - max)), the log as log1p of the sum of the other terms (summing 1 + tiny first
-    would round the tiny part away); ``at`` the rows' argmax (NumPy's: a NaN's place where there is one). ``scratch``
-    holds one row."""
+def log_softmax_rows_f32(x, m, out, scratch):
+    """z - log(sum exp(z)), z = x - m, ``m`` the rows' maxima; the log as log1p(c - 1 + the sum of the terms where
+    z != 0), c the number of maxima, whose terms are exactly 1 (summing 1 + tiny first would round the tiny part
+    away). A NaN or an infinite maximum makes z NaN, and so the row. ``scratch`` holds one row."""
     for i in range(x.shape[0]):
-        xi, oi = x[i], out[i]
-        k = at[i]
-        m = xi[k]
+        xi, oi, mi = x[i], out[i], m[i]
         for j in range(xi.size):
-            z = xi[j] - m
+            z = xi[j] - mi
             oi[j] = z
-            scratch[j] = _exp_f32(z)
-        scratch[k] = oi[k]  # (0, or NaN where the maximum is not finite, which must reach the whole row)
-        lse = np.float32(math.log1p(_sum(scratch)))
+            scratch[j] = _F(0) if z == 0 else _exp_f32(z)
+        lse = np.float32(math.log1p(np.float64(_sum(scratch)) + (_count_zeros(oi) - 1)))
         for j in range(xi.size):
             oi[j] = oi[j] - lse
 
