@@ -198,51 +198,58 @@ def _taps(mode, size_in, size_out, align_corners, scale, antialias, n, dt, wdt):
 
 
 # ---- applying maps ------------------------------------------------------------------------------------
-def _along(xp, a, axis, taps):
-    """``a`` mapped along ``axis`` by ``taps``."""
+def _take(xp, a, index, axis, out=None):
+    if xp is np and out is not None:
+        return np.take(a, index, axis=axis, out=out, mode="clip")  # (a clipping take writes unbuffered)
+    return xp.take(a, index, axis=axis, out=out)
+
+
+def _along(xp, a, axis, taps, out=None):
+    """``a`` mapped along ``axis`` by ``taps`` (into ``out`` when given)."""
     index = taps.index if xp is np else xp.asarray(taps.index)
     if taps.weight is None:
-        return xp.take(a, index[0], axis=axis)
+        return _take(xp, a, index[0], axis, out)
     # along the last dim, products with the dense map's diagonal band beat gathers of single elements (but 0 * inf
     # would spread a non-finite value over the band)
     if axis == a.ndim - 1 and math.isfinite(a.sum()):
-        return _banded(xp, a, taps)
+        return _banded(xp, a, taps, out)
     k = taps.index.shape[0]
     shape = [1] * a.ndim
     shape[axis] = taps.size_out
     weight = taps.weight.astype(a.dtype).reshape((k,) + tuple(shape))
     if xp is not np:
         weight = xp.asarray(weight)
-    out = xp.take(a, index[0], axis=axis)
+    out = _take(xp, a, index[0], axis, out)
     out *= weight[0]
     part = xp.empty_like(out)
     for j in range(1, k):  # (a loop over the filter's taps, not over the data)
-        if xp is np:
-            np.take(a, index[j], axis=axis, out=part, mode="clip")  # (a clipping take writes unbuffered)
-        else:
-            part = xp.take(a, index[j], axis=axis)
+        part = _take(xp, a, index[j], axis, part)
         part *= weight[j]
         out += part
     return out
 
 
-def _banded(xp, a, taps):
+def _banded(xp, a, taps, out=None):
     """``a`` mapped along its last dim: for each block of outputs, one product of the inputs it reads with that
     block of the dense map."""
     rows = a.reshape(-1, taps.size_in)
-    out = xp.empty((rows.shape[0], taps.size_out), a.dtype)
+    shape = a.shape[:-1] + (taps.size_out,)
+    if out is None:
+        out = xp.empty(shape, a.dtype)
+    flat = out.reshape(rows.shape[0], taps.size_out)  # (``out`` is contiguous: a view)
     for (i0, i1, j0, j1), m in taps.bands(a.dtype):  # (a loop over blocks of the dim)
-        xp.matmul(rows[:, i0:i1], m if xp is np else xp.asarray(m), out=out[:, j0:j1])
-    return out.reshape(a.shape[:-1] + (taps.size_out,))
+        xp.matmul(rows[:, i0:i1], m if xp is np else xp.asarray(m), out=flat[:, j0:j1])
+    return out
 
 
-def _apply(xp, x, maps, axes):
-    """``x`` mapped along each of ``axes`` (the dims that shrink most first: less work for the others)."""
-    order = sorted(range(len(maps)), key=lambda d: maps[d].size_out / maps[d].size_in)
+def _apply(xp, x, maps, axes, out=None):
+    """``x`` mapped along each of ``axes`` (the dims that shrink most first: less work for the others); the last
+    map writes into ``out`` when given."""
+    order = [d for d in sorted(range(len(maps)), key=lambda d: maps[d].size_out / maps[d].size_in)
+             if not maps[d].identity]
     with np.errstate(all="ignore"):  # (NaN and inf inputs give NaN and inf where PyTorch's do, silently)
-        for d in order:
-            if not maps[d].identity:
-                x = _along(xp, x, axes[d], maps[d])
+        for i, d in enumerate(order):
+            x = _along(xp, x, axes[d], maps[d], out if i == len(order) - 1 else None)
     return x
 
 
@@ -268,17 +275,22 @@ def _resample(xp, a, maps):
 
 
 def _split(xp, x, maps, axes):
-    """``_apply``, on large host inputs in two halves of the batch (or channels) computed at once."""
-    size = max(x.size, math.prod(x.shape[:axes[0]]) * math.prod(m.size_out for m in maps))
+    """``_apply``, on large host inputs in two halves of the batch (or channels) computed at once, each writing
+    its part of the result."""
+    shape = list(x.shape)
+    for d, m in zip(axes, maps):
+        shape[d] = m.size_out
     a = 0 if x.shape[0] > 1 else (1 if axes[0] > 1 else None)
-    if xp is not np or size < _SPLIT_MIN or a is None or x.shape[a] < 2:
+    if xp is not np or max(x.size, math.prod(shape)) < _SPLIT_MIN or a is None or x.shape[a] < 2:
         return _apply(xp, x, maps, axes)
+    out = np.empty(shape, x.dtype)
     h = x.shape[a] // 2
     first = (slice(None),) * a + (slice(None, h),)
     second = (slice(None),) * a + (slice(h, None),)
-    job = pool().submit(_apply, xp, x[second], maps, axes)
-    r = _apply(xp, x[first], maps, axes)
-    return xp.concatenate([r, job.result()], axis=a)
+    job = pool().submit(_apply, xp, x[second], maps, axes, out[second])
+    _apply(xp, x[first], maps, axes, out[first])
+    job.result()
+    return out
 
 
 # ---- the ops --------------------------------------------------------------------------------------------
