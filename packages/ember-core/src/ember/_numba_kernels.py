@@ -416,9 +416,10 @@ def tanh_backward(y, g, out):
 
 
 # ---- rows of float32 matrices (the last dim): softmax, log_softmax, layer norm and their gradients ----------------
-# A row's sums are reductions: vectorised only where LLVM may reassociate them (``_sums``; kept out of the loops
-# around them, whose exp's rounding tricks must not be reassociated). The order of additions is fixed by the compiled
-# code, so results do not depend on threads. The rows' maxima come from NumPy (numba vectorises no max reduction).
+# A row's sums and maxima are reductions: vectorised only where LLVM may reassociate them (``_sums``; kept out of the
+# loops around them, whose exp's rounding tricks must not be reassociated). The order of additions is fixed by the
+# compiled code, so results do not depend on threads. The maxima by LLVM's NaN-propagating ``maximum`` (a compare
+# and select, as Python's max compiles, is no reduction LLVM vectorises).
 _sums = numba.njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "nsz", "contract"})
 
 
@@ -428,6 +429,23 @@ def _sum(x):
     for j in range(x.size):
         s += x[j]
     return s
+
+
+@intrinsic
+def _maximum(typingctx, a, b):
+    """The larger of ``a`` and ``b``, NaN if either is (LLVM's maximum)."""
+    def codegen(context, builder, sig, args):
+        t = args[0].type
+        return builder.call(builder.module.declare_intrinsic("llvm.maximum", [t], ir.FunctionType(t, [t, t])), args)
+    return a(a, b), codegen
+
+
+@_sums
+def _max(x):
+    m = x[0]
+    for j in range(x.size):
+        m = _maximum(m, x[j])
+    return m
 
 
 @_sums
@@ -470,10 +488,11 @@ def _exp_f32(z):
 
 
 @_jit
-def softmax_rows_f32(x, m, out):
-    """exp(x - m) / sum(exp(x - m)) per row, ``m`` the rows' maxima."""
+def softmax_rows_f32(x, out):
+    """exp(x - m) / sum(exp(x - m)) per row, m the row's maximum."""
     for i in range(x.shape[0]):
-        xi, oi, mi = x[i], out[i], m[i]
+        xi, oi = x[i], out[i]
+        mi = _max(xi)
         for j in range(xi.size):
             oi[j] = _exp_f32(xi[j] - mi)
         s = _sum(oi)
@@ -482,12 +501,13 @@ def softmax_rows_f32(x, m, out):
 
 
 @_jit
-def log_softmax_rows_f32(x, m, out, scratch):
-    """z - log(sum exp(z)), z = x - m, ``m`` the rows' maxima; the log as log1p(c - 1 + the sum of the terms where
+def log_softmax_rows_f32(x, out, scratch):
+    """z - log(sum exp(z)), z = x - m, m the row's maximum; the log as log1p(c - 1 + the sum of the terms where
     z != 0), c the number of maxima, whose terms are exactly 1 (summing 1 + tiny first would round the tiny part
     away). A NaN or an infinite maximum makes z NaN, and so the row. ``scratch`` holds one row."""
     for i in range(x.shape[0]):
-        xi, oi, mi = x[i], out[i], m[i]
+        xi, oi = x[i], out[i]
+        mi = _max(xi)
         for j in range(xi.size):
             z = xi[j] - mi
             oi[j] = z

@@ -119,10 +119,10 @@ def _softmax(xp, input, dim, dtype, log):
         n = x.shape[-1]
         x2 = x.reshape(-1, n)
         if log:
-            _loops.rows("log_softmax_rows_f32", x2, _row_max(x2), out=out.reshape(-1, n),
+            _loops.rows("log_softmax_rows_f32", x2, out=out.reshape(-1, n),
                         halves=lambda k: (np.empty(n, np.float32),))
         else:
-            _loops.rows("softmax_rows_f32", x2, _row_max(x2), out=out.reshape(-1, n))
+            _loops.rows("softmax_rows_f32", x2, out=out.reshape(-1, n))
         return out.astype(input.dtype, copy=False)
     a = 1 if d == 0 else 0  # halves along another dim: two threads (NumPy releases the GIL) for large inputs
     if x.size < _SPLIT_MIN or x.ndim < 2 or x.shape[a] < 2:
@@ -141,21 +141,6 @@ def _last_rows(x, d):
     loops."""
     return (type(x) is np.ndarray and x.dtype == np.float32 and d == x.ndim - 1 and x.flags.c_contiguous
             and x.size >= _loops.LOOP_MIN)
-
-
-def _row_max(x):
-    """The maxima of the rows of a 2-D array (NaN where a row has one). Short rows by halving the columns, each step
-    one ufunc over all rows (NumPy's reduction along short rows pays its setup per row: 0.3 ms for 3072 rows of 64,
-    0.05 ms this way; from 256 columns NumPy's is faster); numba's loops vectorise no max reduction."""
-    if x.shape[1] >= 256 or not x.shape[1]:
-        return x.max(axis=1)
-    while x.shape[1] > 1:
-        h = x.shape[1] // 2
-        m = np.maximum(x[:, :h], x[:, h:2 * h])
-        if x.shape[1] % 2:
-            np.maximum(m[:, 0], x[:, -1], out=m[:, 0])
-        x = m
-    return x[:, 0]
 
 
 def _rows_vjp(name, g, y, d, dtype):
