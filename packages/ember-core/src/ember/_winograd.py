@@ -7,19 +7,18 @@ of the 6x6 tile, (tiles x C) @ (C x O): 36 multiplications for 16 outputs instea
 products too. The 1-D maps use the points 0, -1, 1, 1/2, -2 and infinity: in float32 the results stay within some
 3e-6 of the output's scale (a direct sum: 3e-7; the points 0, +-1, +-2: 1e-5).
 
-Inside, tiles are channels-last (a copy moves whole channel vectors): the input is transposed once per image
-(OpenBLAS's omatcopy), the result back. The batch is processed in chunks of images small enough for the caches;
-on several cores, each core takes the next chunk while OpenBLAS computes single-threaded (its products per chunk
-are small, its own threads would mostly synchronise).
+Inside, tiles are channels-last (a copy moves whole channel vectors), as in ``_channels_last``, whose chunks
+spread the work over the cores: chunks of images, or, where the tiles are few and the transformed kernels many
+(36 x O x C values), blocks of output channels.
 
 NaN and infinity do not stay where a direct sum leaves them (the maps mix a tile's values): a result that is not
 finite is computed again by the caller's direct method. That check is one sum of the result per chunk."""
-import itertools
 from fractions import Fraction
 
 import numpy as np
 
-from . import _blas, _parallel
+from . import _blas, _channels_last, _parallel
+from ._channels_last import chunks, from_padded, padded, per_chunk, to_channels_first, to_channels_last
 
 _h, _3, _15 = Fraction(1, 2), Fraction(1, 3), Fraction(1, 15)
 # the 1-D maps of F(4, 3): outputs of products, kernel, input
@@ -31,14 +30,13 @@ _BIAS = 14  # the product plane of the point 1 in both dims: its column of A is 
 # reaches every output
 _MATS = {}
 MIN_CHANNELS = 16  # below, the maps cost more than the products save (measured against im2col, 32x32 images)
-_CHUNK_BYTES = 2 << 20  # the transformed input of a chunk: about the size of a core's L2 cache
+_WEIGHT_BLOCK = 16384  # kernels transformed at a time (the 36 x 9 product runs half as fast on whole large weights)
 
 
 def usable(xp, x, w, stride, dilation, groups):
     """Whether ``conv`` and ``grads`` compute this convolution (batched ``x``, weight ``w``)."""
-    return (xp is np and x.ndim == 4 and w.shape[2:] == (3, 3) and tuple(stride) == (1, 1)
-            and tuple(dilation) == (1, 1) and groups == 1 and x.dtype in (np.float32, np.float64)
-            and w.dtype == x.dtype and x.shape[0] and min(x.shape[1], w.shape[0]) >= MIN_CHANNELS)
+    return (_channels_last.usable(xp, x, w, groups) and w.shape[2:] == (3, 3) and tuple(stride) == (1, 1)
+            and tuple(dilation) == (1, 1) and min(x.shape[1], w.shape[0]) >= MIN_CHANNELS)
 
 
 def _mats(dtype):
@@ -53,56 +51,21 @@ def _tiles(size):
     return -(-size // 4)
 
 
-def _chunks(work, n, per_row, itemsize):
-    """``work(a, b, slot)`` for chunks [a, b) of range(n) images (``per_row`` bytes of transformed input each):
-    over the threads BLAS would use (``slot``: the worker), BLAS single-threaded meanwhile. Returns the number of
-    workers."""
-    k = max(1, min(n, _CHUNK_BYTES // max(1, per_row * itemsize)))
-    workers = min(_parallel.WORKERS, _blas.threads(), n)
-    if workers > 1:
-        k = min(k, -(-n // workers))
-    cuts = list(range(0, n, k)) + [n]
-    claim = itertools.count()
-
-    def run(slot):
-        with np.errstate(all="ignore"):  # (a thread of the pool has NumPy's default errstate)
-            for i in claim:  # (next() on a count is atomic under the GIL)
-                if i >= len(cuts) - 1:
-                    return
-                work(cuts[i], cuts[i + 1], slot)
-
-    if workers < 2:
-        run(0)
-        return 1
-    with _blas.single_threaded():
-        jobs = [_parallel.pool().submit(run, slot) for slot in range(1, workers)]
-        try:
-            run(0)
-        finally:
-            for job in jobs:  # (one that has not started has nothing left to do: never wait for a busy pool)
-                if not job.cancel():
-                    job.result()
-    return workers
-
-
 def _weights(w):
-    """The transformed kernels U (36, O, C) of ``w`` (O, C, 3, 3)."""
+    """The transformed kernels U (36, O, C) of ``w`` (O, C, 3, 3), computed in cache-sized column blocks."""
     O, C = w.shape[:2]
-    return (_mats(w.dtype)[2] @ w.reshape(O * C, 9).T).reshape(36, O, C)
+    G, wt = _mats(w.dtype)[2], w.reshape(O * C, 9).T
+    U = np.empty((36, O * C), w.dtype)
+    for s in range(0, O * C, _WEIGHT_BLOCK):
+        np.matmul(G, wt[:, s:s + _WEIGHT_BLOCK], out=U[:, s:s + _WEIGHT_BLOCK])
+    return U.reshape(36, O, C)
 
 
 def _input(x, pads, TH, TW):
-    """The transformed tiles V (36, N TH TW, C) of ``x`` (N, C, H, W) padded by ``pads`` ((top, _), (left, _))
-    and zeros to (4 TH + 2, 4 TW + 2)."""
-    N, C, H, W = x.shape
-    (t, _), (l, _) = pads
-    P = np.empty((N, 4 * TH + 2, 4 * TW + 2, C), x.dtype)
-    P[:, :t] = 0
-    P[:, t + H:] = 0
-    P[:, t:t + H, :l] = 0
-    P[:, t:t + H, l + W:] = 0
-    P[:, t:t + H, l:l + W] = _blas.transpose(x.reshape(N, C, H * W), np.empty((N, H * W, C), x.dtype)).reshape(
-        N, H, W, C)
+    """The transformed tiles V (36, N TH TW, C) of ``x`` (N, C, H, W) padded by ``pads`` and zeros to
+    (4 TH + 2, 4 TW + 2)."""
+    N, C = x.shape[:2]
+    P = padded(x, pads, (4 * TH + 2, 4 * TW + 2))
     s = P.strides
     tiles = np.lib.stride_tricks.as_strided(P, (6, 6, N, TH, TW, C), (s[1], s[2], s[0], 4 * s[1], 4 * s[2], s[3]))
     T = np.empty((36, N * TH * TW * C), x.dtype)
@@ -117,10 +80,13 @@ def _output(M, out):
     Y = (_mats(M.dtype)[0] @ M.reshape(36, -1)).reshape(4, 4, N, TH, TW, O)
     Z = np.empty((N, TH, 4, TW, 4, O), M.dtype)
     np.copyto(Z, Y.transpose(2, 3, 0, 4, 1, 5))
-    Z = Z.reshape(N, 4 * TH, 4 * TW, O)
-    if (4 * TH, 4 * TW) != (Ho, Wo):
-        Z = np.ascontiguousarray(Z[:, :Ho, :Wo])
-    _blas.transpose(Z.reshape(N, Ho * Wo, O), out.reshape(N, O, Ho * Wo))
+    to_channels_first(Z.reshape(N, 4 * TH, 4 * TW, O), out)
+
+
+def _by_channels(NT, O):
+    """Whether products go by blocks of output channels (all tiles at once) rather than by chunks of images (all
+    channels at once): when the tiles are few, the transformed kernels many."""
+    return NT < O
 
 
 def conv(x, w, b, pads):
@@ -130,26 +96,40 @@ def conv(x, w, b, pads):
     O = w.shape[0]
     Ho, Wo = H + sum(pads[0]) - 2, W + sum(pads[1]) - 2
     TH, TW = _tiles(Ho), _tiles(Wo)
-    with np.errstate(all="ignore"):
-        U = _weights(w).transpose(0, 2, 1)
     out = np.empty((N, O, Ho, Wo), x.dtype)
     finite = []
+    if _by_channels(N * TH * TW, O):
+        with np.errstate(all="ignore"):
+            V = _input(x, pads, TH, TW)
+        M = np.empty((36, N * TH * TW, O), x.dtype)
 
-    def work(a, z, _):
+        def block(a, z, _):
+            np.matmul(V, _weights(w[a:z]).transpose(0, 2, 1), out=M[:, :, a:z])
+            if b is not None:
+                M[_BIAS, :, a:z] += b[a:z]
+
+        chunks(block, O, per_chunk(36 * C * x.dtype.itemsize))
+        with np.errstate(all="ignore"):
+            _output(M, out)
+        return out if np.isfinite(out.sum()) else None
+    with np.errstate(all="ignore"):
+        U = _weights(w).transpose(0, 2, 1)
+
+    def chunk(a, z, _):
         M = np.matmul(_input(x[a:z], pads, TH, TW), U)
         if b is not None:
             M[_BIAS] += b
         _output(M, out[a:z])
         finite.append(np.isfinite(out[a:z].sum()))
 
-    _chunks(work, N, 36 * TH * TW * C, x.dtype.itemsize)
+    chunks(chunk, N, per_chunk(36 * TH * TW * C * x.dtype.itemsize))
     return out if all(finite) else None
 
 
 def _output_grad(g, TH, TW):
     """The output gradient ``g`` (N, O, Ho, Wo) mapped back to the products: (36, N TH TW, O)."""
     N, O, Ho, Wo = g.shape
-    gl = _blas.transpose(g.reshape(N, O, Ho * Wo), np.empty((N, Ho * Wo, O), g.dtype)).reshape(N, Ho, Wo, O)
+    gl = to_channels_last(g)
     if (4 * TH, 4 * TW) != (Ho, Wo):
         full = np.zeros((N, 4 * TH, 4 * TW, O), g.dtype)
         full[:, :Ho, :Wo] = gl
@@ -162,8 +142,7 @@ def _output_grad(g, TH, TW):
 def _input_grad(dV, pads, TH, TW, out):
     """The gradient ``dV`` (36, N TH TW, C) of the transformed tiles mapped back to the input, written into
     ``out`` (N, C, H, W): the tiles overlap by two rows and columns, where their parts add up."""
-    N, C, H, W = out.shape
-    (t, _), (l, _) = pads
+    N, C = out.shape[:2]
     dT = (_mats(dV.dtype)[1].T @ dV.reshape(36, -1)).reshape(6, 6, N, TH, TW, C).transpose(2, 3, 0, 4, 1, 5)
     P = np.empty((N, TH + 1, 4, TW + 1, 4, C), dV.dtype)  # (the padded input, 4 TH + 4 x 4 TW + 4)
     P[:, TH] = 0
@@ -172,8 +151,32 @@ def _input_grad(dV, pads, TH, TW, out):
     P[:, 1:, :2, :TW] += dT[:, :, 4:, :, :4]
     P[:, :TH, :, 1:, :2] += dT[:, :, :4, :, 4:]
     P[:, 1:, :2, 1:, :2] += dT[:, :, 4:, :, 4:]
-    crop = np.ascontiguousarray(P.reshape(N, 4 * TH + 4, 4 * TW + 4, C)[:, t:t + H, l:l + W])
-    _blas.transpose(crop.reshape(N, H * W, C), out.reshape(N, C, H * W))
+    from_padded(P.reshape(N, 4 * TH + 4, 4 * TW + 4, C), pads, out)
+
+
+def _weight_grad(dU, out):
+    """The gradient ``dU`` (36, O, C) of transformed kernels mapped back to the kernels, written into ``out``
+    (O, C, 3, 3)."""
+    O, C = dU.shape[1:]
+    gw9 = _mats(dU.dtype)[2].T @ dU.reshape(36, O * C)  # (kernel offsets, O C)
+    _blas.transpose(gw9[None], out.reshape(1, O * C, 9))
+
+
+def _accumulate(sums, slot, a, b):
+    """``sums[slot] += a @ b`` for stacks of matrices (the first time ``sums[slot] = a @ b``)."""
+    if sums[slot] is None:
+        sums[slot] = np.matmul(a, b)
+    else:
+        for i in range(len(a)):
+            _blas.gemm(a[i], b[i], sums[slot][i], 1)
+
+
+def _total(sums):
+    """The sum of the arrays among ``sums`` (None where no worker made one)."""
+    sums = [s for s in sums if s is not None]
+    for s in sums[1:]:
+        sums[0] += s
+    return sums[0]
 
 
 def grads(g, x, w, pads, need_input, need_weight):
@@ -183,30 +186,38 @@ def grads(g, x, w, pads, need_input, need_weight):
     O = w.shape[0]
     Ho, Wo = g.shape[2:]
     TH, TW = _tiles(Ho), _tiles(Wo)
-    with np.errstate(all="ignore"):
-        U = _weights(w) if need_input else None
     gx = np.empty(x.shape, x.dtype) if need_input else None
-    sums = [None] * max(_parallel.WORKERS, 1)  # each worker's weight gradient of the products (36, O, C)
-    finite = []
+    gw = np.empty(w.shape, w.dtype) if need_weight else None
+    sums = [None] * _parallel.WORKERS  # each worker's sum of products over its chunks
+    with np.errstate(all="ignore"):
+        if _by_channels(N * TH * TW, O):
+            dM = _output_grad(g, TH, TW)
+            V = _input(x, pads, TH, TW) if need_weight else None
 
-    def work(a, z, slot):
-        dM = _output_grad(g[a:z], TH, TW)
-        if need_weight:
-            V = _input(x[a:z], pads, TH, TW)
-            if sums[slot] is None:
-                sums[slot] = np.matmul(dM.transpose(0, 2, 1), V)
-            else:
-                for ab in range(36):
-                    _blas.gemm(dM[ab].T, V[ab], sums[slot][ab], 1)
-        if need_input:
-            _input_grad(np.matmul(dM, U), pads, TH, TW, gx[a:z])
-            finite.append(np.isfinite(gx[a:z].sum()))
+            def block(a, z, slot):
+                Ub, dMb = _weights(w[a:z]), dM[:, :, a:z]
+                if need_input:
+                    _accumulate(sums, slot, dMb, Ub)
+                if need_weight:
+                    _weight_grad(np.matmul(dMb.transpose(0, 2, 1), V), gw[a:z])
 
-    _chunks(work, N, 36 * TH * TW * max(C, O), x.dtype.itemsize)
-    gw = None
-    if need_weight:
-        with np.errstate(all="ignore"):
-            gw9 = _mats(x.dtype)[2].T @ sum(s for s in sums if s is not None).reshape(36, O * C)  # (offsets, O C)
-        gw = _blas.transpose(gw9[None], np.empty((1, O * C, 9), x.dtype)).reshape(O, C, 3, 3)
-        finite.append(np.isfinite(gw.sum()))
-    return (gx, gw) if all(finite) else None
+            chunks(block, O, per_chunk(36 * C * x.dtype.itemsize))
+            if need_input:
+                _input_grad(_total(sums), pads, TH, TW, gx)
+        else:
+            U = _weights(w) if need_input else None
+
+            def chunk(a, z, slot):
+                dM = _output_grad(g[a:z], TH, TW)
+                if need_weight:
+                    _accumulate(sums, slot, dM.transpose(0, 2, 1), _input(x[a:z], pads, TH, TW))
+                if need_input:
+                    _input_grad(np.matmul(dM, U), pads, TH, TW, gx[a:z])
+
+            chunks(chunk, N, per_chunk(36 * TH * TW * max(C, O) * x.dtype.itemsize))
+            if need_weight:
+                _weight_grad(_total(sums), gw)
+    for r in (gx, gw):
+        if r is not None and not np.isfinite(r.sum()):
+            return None
+    return gx, gw

@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 
-from .. import _backend, _kernels, _winograd
+from .. import _backend, _channels_last, _kernels, _winograd
 from .._registry import REGISTRY, op
 from .._tensor import Tensor
 from .activation import bound, grads, tname, up
@@ -267,17 +267,46 @@ def _windows_product(xp, w, cols, out, N, last, bias=None):
 
 def _conv(xp, x, w, b, stride, pads, dilation, groups):
     """Convolution of batched ``x`` (N, C, *L) by ``w`` (O, C / G, *K) plus ``b``: one product of the weight by
-    the windows."""
-    if _winograd.usable(xp, x, w, stride, dilation, groups):
+    the windows (2-d ones on the host: see ``_host_paths``)."""
+    winograd, channels_last = _host_paths(xp, x, w, stride, dilation, groups)
+    if winograd:
         r = _winograd.conv(x, w, b, pads)
         if r is not None:  # (else the result is not finite: the direct sums leave NaN and infinity where they were)
             return r
+    if channels_last:
+        return _channels_last.conv(x, w, b, stride, pads, dilation)
     N, kernel = x.shape[0], w.shape[2:]
     out = [(s + lo + hi - d * (k - 1) - 1) // st + 1
            for s, (lo, hi), d, k, st in zip(x.shape[2:], pads, dilation, kernel, stride)]
     last = _batch_last(xp, N, out, stride, w, groups)
     cols = _im2col(xp, x, groups, kernel, out, stride, pads, dilation, last, b is not None and xp is np)
     return _windows_product(xp, w, cols, out, N, last, b)
+
+
+def _host_paths(xp, x, w, stride, dilation, groups):
+    """(Winograd, channels-last): which of the host's 2-d paths compute a convolution of batched ``x`` by ``w``.
+    Winograd's F(4x4, 3x3) for 3x3 kernels with stride 1 and 16 channels or more in and out; else channels-last
+    columns for strided convolutions (their window copies are strided in the batch-first layout) or 16 input
+    channels or more (runs of 16 values or more to copy); else the layouts of ``_batch_last``."""
+    if not _channels_last.usable(xp, x, w, groups):
+        return False, False
+    return (_winograd.usable(xp, x, w, stride, dilation, groups),
+            max(stride) > 1 or x.shape[1] >= _channels_last.MIN_CHANNELS)
+
+
+def _host_grads(xp, g, x, w, stride, pads, dilation, groups, need_input, need_weight):
+    """(input gradient, weight gradient) of a convolution as far as the host's 2-d paths (see ``_host_paths``)
+    compute them, None for the rest: channels-last adds column gradients back by channel vectors, so only with
+    ``_channels_last.MIN_CHANNELS`` input channels or more."""
+    winograd, channels_last = _host_paths(xp, x, w, stride, dilation, groups)
+    if winograd:
+        r = _winograd.grads(g, x, w, pads, need_input, need_weight)
+        if r is not None:
+            return r
+    if channels_last or winograd:
+        return _channels_last.grads(g, x, w, stride, pads, dilation,
+                                    need_input and x.shape[1] >= _channels_last.MIN_CHANNELS, need_weight)
+    return None, None
 
 
 def _transposed(xp, xo, w, groups, N, L, stride, dilation, crop, last, bias=None):
@@ -424,17 +453,15 @@ def _array_grads(g, x, w, b, stride, pads, dilation, transposed, groups, need):
         if need["weight"]:
             gw = _weight_product(xp, _operand(xp, xa, groups, last), cols, last)
     elif not transposed:
-        fast = None
-        if (need["input"] or need["weight"]) and _winograd.usable(xp, xa, wa, stride, dilation, groups):
-            fast = _winograd.grads(ga, xa, wa, pads, need["input"], need["weight"])
-        last = fast is None and _batch_last(xp, N, ga.shape[2:], stride, wa, groups)
+        if need["input"] or need["weight"]:
+            gx, gw = _host_grads(xp, ga, xa, wa, stride, pads, dilation, groups, need["input"], need["weight"])
+        rest_input, rest_weight = need["input"] and gx is None, need["weight"] and gw is None
+        last = (rest_input or rest_weight) and _batch_last(xp, N, ga.shape[2:], stride, wa, groups)
         go = _operand(xp, ga, groups, last)
-        if fast is not None:
-            gx, gw = fast
-        if fast is None and need["input"]:
+        if rest_input:
             gx = _transposed(xp, go, wa, groups, N, ga.shape[2:], stride, dilation,
                              [slice(lo, lo + s) for s, (lo, _) in zip(xa.shape[2:], pads)], last)
-        if fast is None and need["weight"]:
+        if rest_weight:
             cols = _im2col(xp, xa, groups, kernel, ga.shape[2:], stride, pads, dilation, last)
             gw = _weight_product(xp, go, cols, last)
     # the bias gradient sums rows of g's batch-last operand, else the batch first: whole planes at a time
