@@ -296,6 +296,10 @@ def pow_grads(g, a, b, out, power):
     if isinstance(a, Tensor):
         if isinstance(b, Tensor):
             ga = where(b == 0, 0.0, g * _conj(b * power(a, b - 1)))
+        elif b == 2 and not a.is_complex():  # (fewer passes for the commonest exponents)
+            ga = g * (a * 2)
+        elif b == 0.5 and not a.is_complex():
+            ga = g / (a.sqrt() * 2)
         else:
             ga = g * _conj(power(a, b - 1) * b) if b != 0 else a.new_zeros(a.shape)
     if isinstance(b, Tensor):

@@ -119,7 +119,8 @@ def log(xp, a):
 @log.vjp
 @saves(out=False)
 def _(ctx, g):
-    return (chain(g, ctx.args[0].reciprocal()),)
+    x = ctx.args[0]
+    return (g / (x.conj() if x.is_complex() else x),)  # (one division: PyTorch's roundings, one pass)
 
 
 @elementwise("log2", rule="float", ufunc=np.log2)
