@@ -219,7 +219,7 @@ def test_fast_path_and_slow_path_agree_on_dtypes():
 @pytest.mark.parametrize("dtype", ["float32", "float64", "int64", "float16"])
 def test_inplace_ufunc_writes_into_the_target(dtype):
     """In-place ops write their result into the target's memory (a view of it sees the result, the array stays
-    the same), an operand aliasing the target included, with torch's values and errors."""
+    the same), an operand aliasing the target and add/sub's alpha included, with torch's values and errors."""
     rng = np.random.default_rng(0)
     x = rng.uniform(1, 4, (6, 5)) if dtype != "int64" else rng.integers(1, 9, (6, 5))
     e, t = ember.tensor(x).to(getattr(ember, dtype)), torch.tensor(x).to(getattr(torch, dtype))
@@ -230,8 +230,11 @@ def test_inplace_ufunc_writes_into_the_target(dtype):
               lambda a, b: a.neg_()):
         f(e, eb), f(t, tb)
         np.testing.assert_array_equal(e.numpy(), t.numpy())
-    assert e._data is array and e._version[0] == version + 7
     np.testing.assert_array_equal(view.numpy(), t[2:].numpy())
+    for f in (lambda a, b: a.add_(b, alpha=2), lambda a, b: a.sub_(b[0], alpha=3)):  # (torch fuses alpha: an ulp)
+        f(e, eb), f(t, tb)
+        np.testing.assert_allclose(e.numpy(), t.numpy(), rtol=1e-6, atol=0.125 if dtype == "float16" else 1e-4)
+    assert e._data is array and e._version[0] == version + 9
     with pytest.raises(RuntimeError, match="more than one element"):
         e[:1].expand(4, 5).add_(1)
     if dtype == "int64":

@@ -54,6 +54,9 @@ class Op:
 
     # (args, kwargs) -> indices of outputs that carry no gradient; set by ops that have such outputs
     constant_outputs = None
+    # elementwise: ``into(out, *arrays, **kwargs)`` writes the result of a call with keyword arguments into ``out``
+    # (an in-place call's target, of the result's dtype and shape); without keywords the ufunc writes
+    into = None
 
     def __init__(self, name, impl, kind, *, differentiable=True, view=False, method=True, function=True,
                  inplace=False, operators=(), kernel=None, rule=None, returns=None, mutates=False, scalars=True,
@@ -276,11 +279,11 @@ def elementwise_impl(call):
     else:
         arrays = [x._data.astype(cnp, copy=False) if isinstance(x, Tensor) else _scalar_as(x, cdt, xp)
                   for x in operands]
-    if mode == "inplace" and op.split is not None and not kwargs and xp is np and cdt is rdt:
+    if mode == "inplace" and (op.into if kwargs else op.split) is not None and xp is np and cdt is rdt:
         target = operands[0]._data
         if target.dtype == cnp and target.shape == shape:  # the ufunc writes into the target: no temporary, no copy
             try:
-                op.split(*arrays, out=target)
+                op.into(target, *arrays, **kwargs) if kwargs else op.split(*arrays, out=target)
             except ValueError:  # (a read-only target: write_into below words the error)
                 pass
             else:

@@ -71,6 +71,14 @@ def no_graph(*tensors):
     return True
 
 
+def _scaled_into(f):
+    """In-place add/sub with ``alpha``: ``a f alpha * b`` written into the target (its ufunc over the cores when
+    large), as the implementation computes it."""
+    def into(out, a, b, *, alpha=1):
+        _parallel.ufunc(f, a, b if alpha == 1 else b * alpha, out=out)
+    return into
+
+
 @add.vjp
 @saves(args=False, out=False)
 def _(ctx, g):
@@ -84,6 +92,9 @@ def _(ctx, g):
 def sub(xp, a, b, *, alpha=1):
     """``input - alpha * other``."""
     return xp.subtract(a, b if alpha == 1 else b * alpha)
+
+
+add.into, sub.into = _scaled_into(np.add), _scaled_into(np.subtract)
 
 
 @sub.vjp
