@@ -3,9 +3,10 @@
     python benchmarks/profile_models.py [gpt|resnet|lstm|digits ...] [--top 10] [--cprofile]
 
 For each model: the median time of each phase of the step (forward, backward, clipping, optimiser step,
-zero_grad), timed alternately for ember and torch; then the ops by self time (ember's autograd profiler, torch's
-profiler), and the backward pass by graph node (ember's nodes carry PyTorch's names, so the rows match): a node's
-time includes the ops its VJP runs. ``--cprofile`` adds ember's Python functions by own time.
+zero_grad), timed alternately for ember and torch; then, per phase, what it calls directly with its total time
+(ember's autograd profiler, torch's profiler): the modules' ops (``linear``, ``conv2d``, ``batch_norm``: one name
+on both sides), and in backward the graph nodes (ember's carry PyTorch's names, so the rows match), each with the
+ops its VJP runs. ``--cprofile`` adds ember's Python functions by own time.
 """
 import argparse
 import collections
@@ -63,8 +64,29 @@ def _phase_times(steps, repeats):
     return {side: {name: statistics.median(ts) for name, ts in by.items()} for side, by in times.items()}
 
 
+_PREFIXES = ("ember::", "aten::", "node::", "autograd::engine::evaluate_function: ", "torch::autograd::")
+
+
+def _clean(name):
+    for p in _PREFIXES:
+        name = name.removeprefix(p)
+    return name
+
+
+def _by_phase(events, runs):
+    """{phase: Counter(name -> µs per step)}: the events directly inside each ``phase::`` block (the ops a phase
+    calls, or in backward the graph nodes), each with its total time (its children included)."""
+    table = collections.defaultdict(collections.Counter)
+    for e in events:
+        parent = e.cpu_parent
+        if parent is not None and parent.name.startswith("phase::"):
+            table[parent.name[7:]][_clean(e.name)] += e.cpu_time_total / runs
+    return table
+
+
 def _ember_profile(step, runs):
-    """(op -> self µs, node -> total µs) per step, from ember's profiler; the engine's node calls are labelled."""
+    """ember's profile of ``runs`` steps, each phase in a block; the engine's node calls labelled with the nodes'
+    names (PyTorch's: the backward rows match torch's)."""
     from ember.autograd import _engine
     from ember.autograd.profiler import profile, record_function
 
@@ -80,46 +102,38 @@ def _ember_profile(step, runs):
     _engine.Node.apply, _engine.AccumulateGrad.accumulate = labelled_apply, labelled_accumulate
     try:
         with profile() as prof:
-            for _ in range(runs):
-                step()
+            _run_phases(step, runs, record_function)
     finally:
         _engine.Node.apply, _engine.AccumulateGrad.accumulate = apply, accumulate
-    ops, nodes = collections.Counter(), collections.Counter()
-    for e in prof.key_averages():
-        if e.key.startswith("node::"):
-            nodes[e.key[6:]] += e.cpu_time_total / runs
-        else:
-            ops[e.key.removeprefix("ember::")] += e.self_cpu_time_total / runs
-    return ops, nodes
+    return _by_phase(prof.function_events, runs)
 
 
 def _torch_profile(step, runs):
-    from torch.profiler import ProfilerActivity, profile
+    from torch.profiler import ProfilerActivity, profile, record_function
 
     with profile(activities=[ProfilerActivity.CPU]) as prof:
-        for _ in range(runs):
-            step()
-    ops, nodes = collections.Counter(), collections.Counter()
-    prefix = "autograd::engine::evaluate_function: "
-    for e in prof.key_averages():
-        if e.key.startswith(prefix):
-            nodes[e.key[len(prefix):].removeprefix("torch::autograd::")] += e.cpu_time_total / runs
-        elif e.key.startswith("aten::"):
-            ops[e.key[6:]] += e.self_cpu_time_total / runs
-    return ops, nodes
+        _run_phases(step, runs, record_function)
+    return _by_phase(prof.events(), runs)
+
+
+def _run_phases(step, runs, record_function):
+    for _ in range(runs):
+        for name, fn in step.phases:
+            with record_function(f"phase::{name}"):
+                fn()
 
 
 def _side_by_side(title, ember, torch, top):
-    """The ``top`` entries of each side by time, next to the other side's time for the same name."""
-    print(f"\n{title}: ember top {top} (µs per step; torch's time for the same name)")
-    print(f"  {'name':<34} {'ember':>10} {'torch':>10} {'ratio':>7}   share of ember's total")
+    """The ``top`` entries of ember's side by time, next to torch's time for the same name, and torch's top."""
+    print(f"\n{title}: ember's top {top} (µs per step; torch's time for the same name)")
+    print(f"  {'name':<40} {'ember':>10} {'torch':>10} {'ratio':>7}   share of ember's phase")
     total = sum(ember.values()) or 1.0
     for name, t in ember.most_common(top):
         other = torch.get(name)
-        ratio = f"{t / other:7.1f}" if other else "      -"
-        print(f"  {name:<34} {t:10.0f} {other or 0:10.0f} {ratio}   {100 * t / total:5.1f}%")
-    print(f"  {'(all)':<34} {total:10.0f} {sum(torch.values()):10.0f}")
-    print(f"  torch top {top}: " + ", ".join(f"{n} {t:.0f}" for n, t in torch.most_common(top)))
+        ratio = f"{t / other:7.2f}" if other else "      -"
+        print(f"  {name:<40} {t:10.0f} {other or 0:10.0f} {ratio}   {100 * t / total:5.1f}%")
+    print(f"  {'(all)':<40} {total:10.0f} {sum(torch.values()):10.0f}")
+    print(f"  torch's top {top}: " + ", ".join(f"{n} {t:.0f}" for n, t in torch.most_common(top)))
 
 
 def profile_model(name, top, runs, use_cprofile):
@@ -134,10 +148,10 @@ def profile_model(name, top, runs, use_cprofile):
         print(f"  {phase:<20} {e * 1e3:10.2f} {t * 1e3:10.2f} {e / t:7.2f}")
     e, t = sum(phases["ember"].values()), sum(phases["torch"].values())
     print(f"  {'step':<20} {e * 1e3:10.2f} {t * 1e3:10.2f} {e / t:7.2f}")
-    e_ops, e_nodes = _ember_profile(steps["ember"], runs)
-    t_ops, t_nodes = _torch_profile(steps["torch"], runs)
-    _side_by_side("ops by self time", e_ops, t_ops, top)
-    _side_by_side("backward nodes by total time (incl. their VJP's ops)", e_nodes, t_nodes, top)
+    e_phases, t_phases = _ember_profile(steps["ember"], runs), _torch_profile(steps["torch"], runs)
+    for phase, _ in steps["ember"].phases:
+        what = "graph nodes (each with the ops its VJP runs)" if phase == "backward" else "ops"
+        _side_by_side(f"{phase}, {what}", e_phases[phase], t_phases[phase], top)
     if use_cprofile:
         prof = cProfile.Profile()
         prof.runcall(lambda: [steps["ember"]() for _ in range(runs)])
