@@ -143,15 +143,15 @@ def ndtr_f32(x, out):
 
 @_jit
 def gelu_f32(x, out):
-    """x Phi(x): q = x Phi(-|x|) for x < 0 (rounded once, also into the subnormals), x - q above; the limits
-    0 and x beyond A_MAX (and at the infinities)."""
+    """x Phi(x): q = x Phi(-|x|) for x < 0 (rounded once, also into the subnormals), x - q above, with x clamped to
+    [-A_MAX, A_MAX] in q (beyond, q rounds to 0: the limits -0.0 and x, also at the infinities)."""
     for i in range(out.size):
         v = x[i]
-        e, n, d = _phi_parts(_below(abs(v), _A_MAX))
-        q = v * e * n / d
-        r = q if v < 0 else v - q
-        r = _F(-0.0) if v < -_A_MAX else r
-        out[i] = v if v > _A_MAX else r
+        c = _below(v, _A_MAX)
+        c = -_A_MAX if c < -_A_MAX else c
+        e, n, d = _phi_parts(abs(c))
+        q = c * e * n / d
+        out[i] = q if v < 0 else v - q
 
 
 @_jit
