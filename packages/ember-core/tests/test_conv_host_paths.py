@@ -72,7 +72,6 @@ def test_winograd_matches_float64_torch(case, dtype, tol):
     x, w, b = _case(rng, N, C, O, H, W, (3, 3), dtype)
     y, gx, gw, g = _torch(x, w, b, None, padding=padding)
     pads = _pads(padding)
-    assert _winograd.usable(np, x, w, (1, 1), (1, 1), 1)
     got = _winograd.conv(x, w, b, pads)
     assert got.dtype == dtype
     _assert_close(got, y, tol)
@@ -85,8 +84,9 @@ def test_winograd_matches_float64_torch(case, dtype, tol):
 
 @needs_autograd
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
-def test_winograd_through_conv2d_matches_torch(dtype):
+def test_winograd_through_conv2d_matches_torch(dtype, monkeypatch):
     """conv2d and its backward take the Winograd path for 3x3 kernels with stride 1 and 16 channels or more."""
+    monkeypatch.setattr(_winograd, "MIN_WORK", 0)
     rng = np.random.default_rng(3)
     x, w, b = _case(rng, 4, 32, 16, 9, 8, (3, 3), np.float64)
     assert conv._host_paths(np, x.astype(np.float32), w.astype(np.float32), (1, 1), (1, 1), 1)[0]
@@ -116,6 +116,7 @@ def test_non_finite_values_stay_where_direct_sums_leave_them(where, value, monke
     """The transforms would spread a NaN or infinity over whole tiles: such results are computed again directly,
     so NaN and infinity land where the direct product puts them, and where torch does (but for a weight that is
     not finite: the product counts the zero padding, 0 x inf is NaN at the borders, torch's kernel leaves it out)."""
+    monkeypatch.setattr(_winograd, "MIN_WORK", 0)
     rng = np.random.default_rng(5)
     x, w, b = _case(rng, 2, 16, 16, 12, 12, (3, 3), np.float64)
     {"input": x[1, 3], "weight": w[2, 5], "bias": b[4:]}[where].reshape(-1)[:1] = value
@@ -136,7 +137,7 @@ def test_non_finite_values_stay_where_direct_sums_leave_them(where, value, monke
 CHANNELS_LAST = [
     (4, 16, 24, 16, 16, (3, 3), (2, 2), 1, (1, 1)),
     (3, 20, 8, 9, 7, (3, 2), (2, 1), (1, 0), (1, 2)),   # rectangular kernel, mixed strides, dilation
-    (5, 32, 16, 8, 8, (1, 1), (2, 2), 0, (1, 1)),       # a ResNet downsample
+    (5, 32, 16, 8, 8, (1, 1), (2, 2), 0, (1, 1)),       # a ResNet downsample (batch-first in conv2d)
     (2, 16, 8, 7, 6, (1, 1), (3, 3), 1, (1, 1)),        # 1x1 with padding
     (3, 3, 16, 20, 18, (7, 7), (2, 2), 3, (1, 1)),      # a stem: few channels (input gradient by col2im)
     (2, 16, 8, 6, 5, (2, 2), (1, 1), "same", (1, 1)),   # uneven padding
@@ -154,7 +155,7 @@ def test_channels_last_matches_torch(case, dtype, tol):
     y, gx, gw, g = _torch(x, w, b, None, stride=stride, padding=padding, dilation=dilation)
     pads = _pads(padding, kernel, dilation)
     winograd, channels_last = conv._host_paths(np, x, w, stride, dilation, 1)
-    assert channels_last and not winograd
+    assert channels_last == (kernel != (1, 1)) and not winograd
     _assert_close(_channels_last.conv(x, w, b, stride, pads, dilation), y, tol)
     _assert_close(_channels_last.conv(x, w, None, stride, pads, dilation), y - b[:, None, None], tol)
     got_x, got_w = _channels_last.grads(g, x, w, stride, pads, dilation, True, True)
@@ -163,10 +164,12 @@ def test_channels_last_matches_torch(case, dtype, tol):
 
 
 @pytest.mark.parametrize("shape, kernel, stride, groups, want", [
-    ((2, 64, 8, 8), (3, 3), (1, 1), 1, (True, True)),
+    ((32, 64, 16, 16), (3, 3), (1, 1), 1, (True, True)),
+    ((2, 64, 8, 8), (3, 3), (1, 1), 1, (False, True)),    # too little work for Winograd's fixed costs
     ((2, 64, 8, 8), (3, 3), (2, 2), 1, (False, True)),
     ((2, 8, 8, 8), (3, 3), (1, 1), 1, (False, False)),    # few channels, stride 1: batch-first columns
     ((2, 3, 32, 32), (7, 7), (2, 2), 1, (False, True)),
+    ((2, 64, 8, 8), (1, 1), (2, 2), 1, (False, False)),   # 1x1: batch-first
     ((2, 64, 8, 8), (3, 3), (1, 1), 2, (False, False)),   # groups
     ((2, 64, 8), (3,), (1,), 1, (False, False)),          # 1-d
 ])
@@ -208,7 +211,7 @@ def test_chunks_cover_the_batch_once(workers, monkeypatch):
         inside.append(_blas.threads())
 
     before = _blas.THREADS[0]() if _blas.THREADS else None
-    _channels_last.chunks(work, 23, 4)
+    _channels_last.chunks(work, 23, 4, _channels_last.SPLIT_MIN)
     assert sorted(seen) == list(range(23)) and slots <= set(range(workers))
     if _blas.THREADS:
         assert _blas.THREADS[0]() == before
@@ -221,7 +224,7 @@ def test_chunks_raise_a_workers_error():
 
     before = _blas.THREADS[0]() if _blas.THREADS else None
     with pytest.raises(MemoryError, match="chunk"):
-        _channels_last.chunks(work, 8, 1)
+        _channels_last.chunks(work, 8, 1, _channels_last.SPLIT_MIN)
     if _blas.THREADS:
         assert _blas.THREADS[0]() == before
 
@@ -230,6 +233,7 @@ def test_chunks_raise_a_workers_error():
 @pytest.mark.parametrize("workers", [1, 2])
 def test_results_do_not_depend_on_chunks(chunk_bytes, workers, monkeypatch):
     monkeypatch.setattr(_parallel, "WORKERS", workers)
+    monkeypatch.setattr(_channels_last, "SPLIT_MIN", 0)
     monkeypatch.setattr(_channels_last, "CHUNK_BYTES", chunk_bytes)
     rng = np.random.default_rng(9)
     for O, H in ((16, 16), (64, 4)):  # Winograd by image chunks, then by blocks of output channels

@@ -17,13 +17,19 @@ import numpy as np
 from . import _blas, _parallel
 
 CHUNK_BYTES = 2 << 20  # the columns of a chunk: about a core's L2 cache
-MIN_CHANNELS = 16  # below, a window row (kernel width x C) or a channel vector is too short to copy fast
+# multiply-adds from which a convolution is spread over the cores: below, a thread's wake-up and the wait for the
+# last chunk cost more than they save (and OpenBLAS keeps its own threads for what products it deems large)
+SPLIT_MIN = 1 << 25
+MIN_CHANNELS = 16  # below, a window row (kernel width x C) is too short to copy fast
+MIN_SCATTER = 32  # below, channel vectors are too short to add back fast (16 -> 32 channels on 32x32, 3x3: col2im
+# 3.5x slower than batch-first)
 
 
-def chunks(work, n, k):
+def chunks(work, n, k, size):
     """``work(a, b, slot)`` for the chunks [a, b) of ``k`` (or fewer, to keep every worker busy) of range(n): over
-    the threads BLAS would use (``slot``: the worker's index), BLAS single-threaded meanwhile."""
-    workers = min(_parallel.WORKERS, _blas.threads(), n)
+    the threads BLAS would use (``slot``: the worker's index), BLAS single-threaded meanwhile, when the work is of
+    ``size`` multiply-adds or more."""
+    workers = min(_parallel.WORKERS, _blas.threads(), n) if size >= SPLIT_MIN else 1
     k = max(1, min(k, -(-n // workers)))
     cuts = list(range(0, n, k)) + [n]
     claim = itertools.count()
@@ -48,9 +54,11 @@ def chunks(work, n, k):
                     job.result()
 
 
-def per_chunk(row_bytes):
-    """How many rows of ``row_bytes`` make a chunk."""
-    return max(1, CHUNK_BYTES // max(1, row_bytes))
+def per_chunk(image_bytes, rows, products):
+    """How many images make a chunk: about ``CHUNK_BYTES`` of columns (``image_bytes`` per image), but no fewer
+    product rows (``rows`` per image) than ``products`` (the columns of the products' other operand: each chunk
+    packs that operand again)."""
+    return max(1, CHUNK_BYTES // max(1, image_bytes), -(-products // max(1, rows)))
 
 
 def padded(x, pads, shape=None):
@@ -147,7 +155,8 @@ def conv(x, w, b, stride, pads, dilation):
         y = _columns(x[a:z], kernel, out_size, stride, pads, dilation, b is not None) @ m
         to_channels_first(y.reshape((z - a,) + out_size + (O,)), out[a:z])
 
-    chunks(chunk, N, per_chunk(out_size[0] * out_size[1] * m.shape[0] * x.dtype.itemsize))
+    Q = out_size[0] * out_size[1]
+    chunks(chunk, N, per_chunk(Q * m.shape[0] * x.dtype.itemsize, Q, O), N * Q * m.shape[0] * O)
     return out
 
 
@@ -179,7 +188,8 @@ def grads(g, x, w, stride, pads, dilation, need_input, need_weight):
                   dj:dj + (out_size[1] - 1) * stride[1] + 1:stride[1]] += gcols[:, :, :, i, j]
             from_padded(P, pads, gx[a:z])
 
-    chunks(chunk, N, per_chunk(out_size[0] * out_size[1] * kernel[0] * kernel[1] * C * x.dtype.itemsize))
+    K, Q = kernel[0] * kernel[1] * C, out_size[0] * out_size[1]
+    chunks(chunk, N, per_chunk(Q * K * x.dtype.itemsize, Q, O), N * Q * K * O * (need_input + need_weight))
     gw = None
     if need_weight:
         total = [s for s in sums if s is not None]

@@ -285,19 +285,20 @@ def _conv(xp, x, w, b, stride, pads, dilation, groups):
 
 def _host_paths(xp, x, w, stride, dilation, groups):
     """(Winograd, channels-last): which of the host's 2-d paths compute a convolution of batched ``x`` by ``w``.
-    Winograd's F(4x4, 3x3) for 3x3 kernels with stride 1 and 16 channels or more in and out; else channels-last
-    columns for strided convolutions (their window copies are strided in the batch-first layout) or 16 input
-    channels or more (runs of 16 values or more to copy); else the layouts of ``_batch_last``."""
+    Winograd's F(4x4, 3x3) for 3x3 kernels with stride 1, 16 channels or more in and out and work enough; else
+    channels-last columns for strided convolutions (their window copies are strided in the batch-first layout) or
+    16 input channels or more (runs of 16 values or more to copy), but not 1x1 kernels (batch-first, their columns
+    are the input itself, the products' results the output: no transposes); else the layouts of ``_batch_last``."""
     if not _channels_last.usable(xp, x, w, groups):
         return False, False
     return (_winograd.usable(xp, x, w, stride, dilation, groups),
-            max(stride) > 1 or x.shape[1] >= _channels_last.MIN_CHANNELS)
+            (max(stride) > 1 or x.shape[1] >= _channels_last.MIN_CHANNELS) and max(w.shape[2:]) > 1)
 
 
 def _host_grads(xp, g, x, w, stride, pads, dilation, groups, need_input, need_weight):
     """(input gradient, weight gradient) of a convolution as far as the host's 2-d paths (see ``_host_paths``)
     compute them, None for the rest: channels-last adds column gradients back by channel vectors, so only with
-    ``_channels_last.MIN_CHANNELS`` input channels or more."""
+    ``_channels_last.MIN_SCATTER`` input channels or more."""
     winograd, channels_last = _host_paths(xp, x, w, stride, dilation, groups)
     if winograd:
         r = _winograd.grads(g, x, w, pads, need_input, need_weight)
@@ -305,7 +306,7 @@ def _host_grads(xp, g, x, w, stride, pads, dilation, groups, need_input, need_we
             return r
     if channels_last or winograd:
         return _channels_last.grads(g, x, w, stride, pads, dilation,
-                                    need_input and x.shape[1] >= _channels_last.MIN_CHANNELS, need_weight)
+                                    need_input and x.shape[1] >= _channels_last.MIN_SCATTER, need_weight)
     return None, None
 
 
