@@ -129,12 +129,12 @@ class ShmEngine:
         self._agree(h, sig, mismatch)
         self._post()
 
-    def all_reduce(self, arr, reduce, sig, mismatch, root=None):
+    def all_reduce(self, arr, reducer, sig, mismatch, root=None):
         """Reduce ``arr`` (1-D contiguous) over the ranks in place; with ``root`` only that rank's ``arr``
         receives the result (reduce)."""
         n, dt, item = arr.size, arr.dtype, arr.itemsize
         if arr.nbytes <= DIRECT_MAX and arr.nbytes * self.size <= self.capacity * self.size:
-            return self._all_reduce_direct(arr, reduce, sig, mismatch, root)
+            return self._all_reduce_direct(arr, reducer, sig, mismatch, root)
         per = max(1, self.capacity // item)
         for k, lo in enumerate(range(0, max(n, 1), per)):
             hi = min(n, lo + per)
@@ -154,7 +154,8 @@ class ShmEngine:
             if s1 > s0:
                 srcs = [arr[lo + s0:lo + s1] if q == self.rank else self._typed(q, h, dt, s1 - s0, s0 * item)
                         for q in range(self.size)]
-                reduce(srcs, mine[s0:s1])
+                reducer.combine(srcs, mine[s0:s1])
+                reducer.finish(mine[s0:s1])
             self._post()
             if root is None or root == self.rank:
                 p2 = self.phase
@@ -165,7 +166,7 @@ class ShmEngine:
                             self._wait(q, p2)
                         arr[lo + q0:lo + q1] = self._typed(q, h, dt, q1 - q0, q0 * item)
 
-    def _all_reduce_direct(self, arr, reduce, sig, mismatch, root):
+    def _all_reduce_direct(self, arr, reducer, sig, mismatch, root):
         h = self._begin()
         mine = self._typed(self.rank, h, arr.dtype, arr.size)
         mine[...] = arr
@@ -174,7 +175,8 @@ class ShmEngine:
         self._wait_all(self.phase)
         self._agree(h, sig, mismatch)
         if root is None or root == self.rank:
-            reduce([self._typed(q, h, arr.dtype, arr.size) for q in range(self.size)], arr)
+            reducer.combine([self._typed(q, h, arr.dtype, arr.size) for q in range(self.size)], arr)
+            reducer.finish(arr)
         self._post()
 
     def broadcast(self, arr, root, sig, mismatch):
@@ -240,7 +242,7 @@ class ShmEngine:
             out[lo:hi] = self._data[root][h][self.rank * w:self.rank * w + hi - lo]
             self._post()
 
-    def reduce_scatter(self, out, ins, reduce, sig, mismatch):
+    def reduce_scatter(self, out, ins, reducer, sig, mismatch):
         """``out = reduce over ranks of their ins[rank]`` (``ins[q]`` 1-D, of the size of rank q's ``out``)."""
         dt, item = out.dtype, out.itemsize
         w = max(1, self.capacity // (self.size * item))
@@ -258,7 +260,9 @@ class ShmEngine:
                 self._agree(h, sig, mismatch)
             m = max(0, min(out.size - lo, w))
             if m:
-                reduce([self._typed(q, h, dt, m, self.rank * w * item) for q in range(self.size)], out[lo:lo + m])
+                reducer.combine([self._typed(q, h, dt, m, self.rank * w * item) for q in range(self.size)],
+                                out[lo:lo + m])
+                reducer.finish(out[lo:lo + m])
             self._post()
 
     def all_to_all(self, outs, ins, sig, mismatch):

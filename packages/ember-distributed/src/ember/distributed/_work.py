@@ -1,0 +1,177 @@
+"""``Work`` (the handle of an asynchronous collective) and the ``Future`` its ``get_future()`` returns.
+
+The Future is ``ember.futures.Future`` when ember has that module, else the small one below (wait, value, done,
+then, add_done_callback, set_result, set_exception), which keeps torch.futures.Future's behaviour for what it has:
+a callback of ``then`` that raises makes the chained future fail with RuntimeError.
+"""
+import datetime
+import threading
+import time
+
+from ._errors import DistBackendError
+
+
+class _Future:
+    """The result of asynchronous work, set once by its producer."""
+
+    def __init__(self):
+        self._cond = threading.Condition()
+        self._done = False
+        self._value = self._exc = None
+        self._callbacks = []
+
+    def done(self):
+        return self._done
+
+    def wait(self):
+        with self._cond:
+            while not self._done:
+                self._cond.wait()
+        if self._exc is not None:
+            raise self._exc
+        return self._value
+
+    def value(self):
+        if not self._done:
+            raise RuntimeError("Future.value(): the future is not completed yet")
+        if self._exc is not None:
+            raise self._exc
+        return self._value
+
+    def set_result(self, result):
+        self._set(result, None)
+
+    def set_exception(self, exc):
+        self._set(None, exc)
+
+    def _set(self, value, exc):
+        with self._cond:
+            if self._done:
+                raise RuntimeError("Future: the result was already set")
+            self._value, self._exc, self._done = value, exc, True
+            callbacks, self._callbacks = self._callbacks, []
+            self._cond.notify_all()
+        for cb in callbacks:
+            cb(self)
+
+    def add_done_callback(self, callback):
+        with self._cond:
+            if not self._done:
+                self._callbacks.append(callback)
+                return
+        callback(self)
+
+    def then(self, callback):
+        """A future of ``callback(self)``, run when this one completes."""
+        fut = type(self)()
+
+        def run(f):
+            try:
+                fut.set_result(callback(f))
+            except BaseException as e:  # noqa: BLE001 - the chained future carries it
+                fut.set_exception(e if isinstance(e, RuntimeError) else RuntimeError(f"{type(e).__name__}: {e}"))
+        self.add_done_callback(run)
+        return fut
+
+
+try:  # the shared Future of ember.futures when present (rpc's issue adds it)
+    from ember.futures import Future
+except ImportError:
+    Future = _Future
+
+
+def _seconds(timeout):
+    return timeout.total_seconds() if isinstance(timeout, datetime.timedelta) else float(timeout)
+
+
+class Work:
+    """A collective issued with ``async_op=True`` (or a send/recv): ``wait``, ``is_completed``, ``is_success``,
+    ``exception``, ``result``, ``source_rank``, ``get_future``."""
+
+    def __init__(self, name, outputs, rank):
+        self._name, self._outputs, self._rank = name, outputs, rank
+        self._event = threading.Event()
+        self._exc = None
+        self._future = None
+        self._source = None
+        self._sents, self._deadline = (), None  # a send's pieces still leaving (the transport's handles)
+        self._lock = threading.Lock()
+
+    def _complete(self, exc=None):
+        with self._lock:
+            self._exc = exc
+            self._event.set()
+            fut = self._future
+        if fut is not None:
+            self._settle(fut)
+
+    def _settle(self, fut):
+        if self._exc is not None:
+            fut.set_exception(self._exc)
+        else:
+            fut.set_result(self._future_value())
+
+    def _future_value(self):
+        return self._outputs if self._outputs is not None else []
+
+    def wait(self, timeout=None):
+        """Block until done (at most ``timeout``, a timedelta or seconds); raise its error; True."""
+        if timeout is None:
+            self._event.wait()
+        elif not self._event.wait(_seconds(timeout)):
+            raise self._timed_out(timeout)
+        if self._exc is None and self._sents:
+            deadline = self._deadline
+            if timeout is not None:
+                deadline = min(deadline, time.monotonic() + _seconds(timeout))
+            try:
+                for s in self._sents:
+                    s.wait(deadline)
+            except TimeoutError:
+                raise self._timed_out(timeout if timeout is not None else deadline - time.monotonic()) from None
+            self._sents = ()
+        if self._exc is not None:
+            raise self._exc
+        return True
+
+    def _timed_out(self, timeout):
+        ms = int(_seconds(timeout) * 1000)
+        return DistBackendError(f"[Rank {self._rank}] Timed out waiting {ms}ms for {self._name} operation to "
+                                "complete")
+
+    def synchronize(self):
+        self.wait()
+
+    def is_completed(self):
+        return self._event.is_set() and all(s.done() for s in self._sents)
+
+    def is_success(self):
+        if not self.is_completed():
+            raise RuntimeError("Work.is_success(): the work has not completed yet")
+        return self._exc is None
+
+    def exception(self):
+        return self._exc
+
+    def source_rank(self):
+        if self._source is None:
+            raise RuntimeError("source_rank() may only be called on a recv from any source, once completed")
+        return self._source
+
+    def result(self):
+        if self._outputs is None:
+            raise RuntimeError("result() not implemented.")
+        self.wait()
+        return self._outputs
+
+    def get_future(self):
+        """A Future completed with the work (its value: the output tensors, as a list)."""
+        with self._lock:
+            fut = self._future
+            if fut is not None:
+                return fut
+            fut = self._future = Future()
+            done = self._event.is_set()
+        if done:
+            self._settle(fut)
+        return fut
