@@ -154,8 +154,6 @@ def test_channels_last_matches_torch(case, dtype, tol):
     x, w, b = _case(rng, N, C, O, H, W, kernel, dtype)
     y, gx, gw, g = _torch(x, w, b, None, stride=stride, padding=padding, dilation=dilation)
     pads = _pads(padding, kernel, dilation)
-    winograd, channels_last = conv._host_paths(np, x, w, stride, dilation, 1)
-    assert channels_last == (kernel != (1, 1)) and not winograd
     _assert_close(_channels_last.conv(x, w, b, stride, pads, dilation), y, tol)
     _assert_close(_channels_last.conv(x, w, None, stride, pads, dilation), y - b[:, None, None], tol)
     got_x, got_w = _channels_last.grads(g, x, w, stride, pads, dilation, True, True)
@@ -165,11 +163,12 @@ def test_channels_last_matches_torch(case, dtype, tol):
 
 @pytest.mark.parametrize("shape, kernel, stride, groups, want", [
     ((32, 64, 16, 16), (3, 3), (1, 1), 1, (True, True)),
-    ((2, 64, 8, 8), (3, 3), (1, 1), 1, (False, True)),    # too little work for Winograd's fixed costs
-    ((2, 64, 8, 8), (3, 3), (2, 2), 1, (False, True)),
-    ((2, 8, 8, 8), (3, 3), (1, 1), 1, (False, False)),    # few channels, stride 1: batch-first columns
-    ((2, 3, 32, 32), (7, 7), (2, 2), 1, (False, True)),
-    ((2, 64, 8, 8), (1, 1), (2, 2), 1, (False, False)),   # 1x1: batch-first
+    ((16, 64, 8, 8), (3, 3), (1, 1), 1, (False, True)),   # too little work for Winograd's fixed costs
+    ((64, 64, 8, 8), (3, 3), (2, 2), 1, (False, True)),
+    ((8, 64, 8, 8), (3, 3), (2, 2), 1, (False, False)),   # too few rows for channels-last
+    ((32, 8, 8, 8), (3, 3), (1, 1), 1, (False, False)),   # few channels, stride 1: batch-first columns
+    ((8, 3, 32, 32), (7, 7), (2, 2), 1, (False, True)),
+    ((64, 64, 8, 8), (1, 1), (2, 2), 1, (False, False)),  # 1x1: batch-first
     ((2, 64, 8, 8), (3, 3), (1, 1), 2, (False, False)),   # groups
     ((2, 64, 8), (3,), (1,), 1, (False, False)),          # 1-d
 ])
@@ -181,17 +180,21 @@ def test_host_paths_chosen(shape, kernel, stride, groups, want):
 
 
 @needs_autograd
-@pytest.mark.parametrize("grads", [(True, False), (False, True)], ids=["input", "weight"])
+@pytest.mark.parametrize("grads", [(True, False), (False, True), (True, True)], ids=["input", "weight", "both"])
 @pytest.mark.parametrize("kernel, stride", [((3, 3), 1), ((3, 3), 2), ((7, 7), 2)])
-def test_only_the_gradients_asked_for(grads, kernel, stride):
+def test_conv2d_through_channels_last_matches_torch(grads, kernel, stride):
+    """conv2d and its backward on the channels-last path (the stem's input gradient, of 3 channels, by col2im
+    batch-first), only the gradients asked for."""
     rng = np.random.default_rng(2)
-    C = 3 if kernel == (7, 7) else 16
-    x, w, b = _case(rng, 2, C, 16, 12, 12, kernel, np.float32)
+    C = 3 if kernel == (7, 7) else 32
+    x, w, b = _case(rng, 8, C, 16, 24, 24, kernel, np.float32)
+    assert conv._host_paths(np, x, w, (stride, stride), (1, 1), 1) == (False, True)
     results = []
     for lib in (torch, ember):
         xs, ws = lib.tensor(x, requires_grad=grads[0]), lib.tensor(w, requires_grad=grads[1])
-        lib.nn.functional.conv2d(xs, ws, lib.tensor(b), stride=stride, padding=kernel[0] // 2).sum().backward()
-        results.append((xs.grad, ws.grad))
+        y = lib.nn.functional.conv2d(xs, ws, lib.tensor(b), stride=stride, padding=kernel[0] // 2)
+        y.backward(lib.tensor(np.cos(np.arange(y.numel())).reshape(tuple(y.shape)).astype(np.float32)))
+        results.append((y.detach(), xs.grad, ws.grad))
     for got, want in zip(*results[::-1]):
         assert (got is None) == (want is None)
         if want is not None:

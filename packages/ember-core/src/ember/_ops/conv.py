@@ -287,12 +287,15 @@ def _host_paths(xp, x, w, stride, dilation, groups):
     """(Winograd, channels-last): which of the host's 2-d paths compute a convolution of batched ``x`` by ``w``.
     Winograd's F(4x4, 3x3) for 3x3 kernels with stride 1, 16 channels or more in and out and work enough; else
     channels-last columns for strided convolutions (their window copies are strided in the batch-first layout) or
-    16 input channels or more (runs of 16 values or more to copy), but not 1x1 kernels (batch-first, their columns
-    are the input itself, the products' results the output: no transposes); else the layouts of ``_batch_last``."""
+    16 input channels or more (runs of 16 values or more to copy), with rows enough (output pixels of the batch) for
+    the kernels' reordering to pay, and not 1x1 kernels (batch-first, their columns are the input itself, the
+    products' results the output: no transposes); else the layouts of ``_batch_last``."""
     if not _channels_last.usable(xp, x, w, groups):
         return False, False
+    rows = x.shape[0] * (x.shape[2] // stride[0]) * (x.shape[3] // stride[1])
     return (_winograd.usable(xp, x, w, stride, dilation, groups),
-            (max(stride) > 1 or x.shape[1] >= _channels_last.MIN_CHANNELS) and max(w.shape[2:]) > 1)
+            (max(stride) > 1 or x.shape[1] >= _channels_last.MIN_CHANNELS) and max(w.shape[2:]) > 1
+            and rows >= _channels_last.MIN_ROWS)
 
 
 def _host_grads(xp, g, x, w, stride, pads, dilation, groups, need_input, need_weight):
