@@ -209,13 +209,22 @@ def errors(name, dtype):
     return tuple(out)
 
 
+def worst_errors(name, dtype):
+    """``errors`` with ember's the larger of its two paths': the JIT-free one the grid's small inputs take, and the
+    numba loops of large inputs."""
+    from ember import _jit
+    ours, theirs = errors(name, dtype)
+    with _jit.forced():
+        return max(ours, errors(name, dtype)[0]), theirs
+
+
 def table():
     """Markdown table of the maximum relative errors for every function."""
     rows = ["| function | points | ember float32 | PyTorch float32 | ember float64 | PyTorch float64 |",
             "| --- | ---: | ---: | ---: | ---: | ---: |"]
     for name in CASES:
-        e32, t32 = errors(name, "float32")
-        e64, t64 = errors(name, "float64")
+        e32, t32 = worst_errors(name, "float32")
+        e64, t64 = worst_errors(name, "float64")
         n = len(reference(name, "float64").ravel())
         rows.append(f"| `{name}` | {n} | {e32:.2e} | {t32:.2e} | {e64:.2e} | {t64:.2e} |")
     return "\n".join(rows)
@@ -229,8 +238,10 @@ if __name__ == "__main__":
         "40 digits, on a grid per function covering its domain (ordinary, small, large and extreme arguments; "
         "polynomials over degrees 0..30). The grid's points are values of the dtype, so both libraries get the "
         "same inputs. Points where the exact value is NaN, overflows or underflows the dtype are left out (the "
-        "op table checks them against PyTorch). Near a zero of a function the relative error of any floating-point "
-        "evaluation grows, so the oscillating functions show larger maxima for both libraries.\n\n"
+        "op table checks them against PyTorch). ember's column is the larger error of its two paths: the numba loops "
+        "of large inputs and the JIT-free path (SciPy, NumPy) of small ones. Near a zero of a function the relative "
+        "error of any floating-point evaluation grows, so the oscillating functions show larger maxima for both "
+        "libraries.\n\n"
         "`packages/ember-special/tests/test_accuracy.py` asserts that ember's error is no larger than PyTorch's "
         "for every function and dtype (or within four units of rounding where PyTorch is below that). "
         f"Regenerate with `python packages/ember-special/tests/accuracy.py`.\n\n{table()}\n")

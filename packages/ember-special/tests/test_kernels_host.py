@@ -36,6 +36,7 @@ def _inputs(dtype, binary):
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not installed")
+@pytest.mark.usefixtures("compiled_loops")  # (the CPU's numba loops: the kernels' algorithms)
 @pytest.mark.parametrize("ctype", ["float", "double"])
 @pytest.mark.parametrize("name", sorted(_cuda.KERNELS))
 def test_kernel_matches_cpu_path(name, ctype, tmp_path):

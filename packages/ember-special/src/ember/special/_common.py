@@ -1,14 +1,17 @@
 """Shared pieces of ember-special's op blocks: dtype rules, engines (SciPy, numba, cupyx, ember's
 CuPy kernels), the registration helper and the wrappers for PyTorch's extra call forms.
 
-Nothing here imports SciPy, numba or CuPy at import time: each engine is loaded on first use.
+Nothing here imports SciPy, numba or CuPy at import time: each engine is loaded on first use, numba by
+``ember._jit``'s background thread only (no call waits for a compilation).
 """
 import functools
 import os
+import types
 
 import numpy as np
 
 from ember import _dtype as D
+from ember import _jit
 from ember._registry import TORCH_NAME, elementwise
 from ember._tensor import Tensor
 
@@ -59,22 +62,38 @@ def lib(xp):
     return cupyx.scipy.special
 
 
-_NUMBA = {}
+_NUMBA = __package__ + "._numba"
+IGAMMA_A_MAX = 1000.0  # the float32 incomplete gamma loops serve a up to this (their term counts grow like sqrt(a))
 
 
-def fast(name):
-    """numba's parallel ufunc for the scalar kernel ``name`` of ``_numba`` (built once)."""
-    k = _NUMBA.get(name)
-    if k is None:
-        from . import _numba
-        k = _NUMBA[name] = _numba.make(name)
-    return k
+def loop(name, *arrays, scalars=(), dtype=None):
+    """numba loop ``name`` of ``_numba`` over the broadcast ``arrays`` (in blocks, see ``blocks``; ``scalars``, Python
+    ints, passed after the arrays; result of ``dtype``, default the last array's) once ``ember._jit`` has it
+    compiled: for inputs of JIT_MIN elements or more, after its background thread has built it. None until then:
+    the caller takes its JIT-free path."""
+    dtype = np.dtype(dtype or arrays[-1].dtype)
+    types = [f"{a.dtype.name}[::1]" for a in arrays] + ["int64"] * len(scalars) + [f"{dtype.name}[::1]"]
+    f = _jit.loop(_NUMBA, name, f"({', '.join(types)})", np.broadcast(*arrays).size)
+    if f is None:
+        return None
+    return blocks(lambda *a: f(*a[:-1], *scalars, a[-1]), *arrays, dtype=dtype)
 
 
-def kernel(xp, name, *arrays):
-    """Run scalar kernel ``name``: numba on the CPU, ember's CuPy kernel on CUDA."""
-    if xp is np:
-        return fast(name)(*arrays)
+def rebound(source, wrap=None, **names):
+    """The functions of module ``source`` re-made to look their globals up in one new namespace: ``source``'s own
+    with ``names`` in place of some (and each function replaced by ``wrap(name, function)`` if given). This is how
+    one numba-free source runs on two engines (``_numba`` binds numba's compiled versions, Python runs them as they
+    are). Returns the namespace."""
+    namespace = dict(vars(source), **names)
+    for name, f in vars(source).items():
+        if isinstance(f, types.FunctionType) and f.__module__ == source.__name__:
+            f = types.FunctionType(f.__code__, namespace, name, f.__defaults__, f.__closure__)
+            namespace[name] = wrap(name, f) if wrap else f
+    return namespace
+
+
+def cuda_kernel(name, *arrays):
+    """ember's CuPy kernel ``name`` (``_cuda``) on CuPy arrays."""
     from . import _cuda
     return _cuda.KERNELS[name](*arrays)
 
@@ -88,7 +107,8 @@ def blocks(fn, *arrays, dtype=None):
     the broadcast shape and ``dtype`` (default: the last array's)."""
     arrays = np.broadcast_arrays(*arrays)
     out = np.empty(arrays[0].shape, dtype or arrays[-1].dtype)
-    flat = [np.ascontiguousarray(a).reshape(-1) for a in arrays] + [out.reshape(-1)]
+    # (writeable and aligned as well: the types a numba loop was compiled for)
+    flat = [np.require(a, requirements="CAW").reshape(-1) for a in arrays] + [out.reshape(-1)]
     n = min(_threads(), max(1, out.size // _BLOCK_MIN))
     if n < 2:
         fn(*flat)

@@ -1,9 +1,10 @@
 """ember-special's CuPy kernels, registered in ``ember._kernels`` (so ``nox -s kernels`` compiles
 them and the host test checks them against the CPU path).
 
-The C++ functions below are the CUDA twins of the numba kernels in ``_numba`` (same algorithms,
-same edge cases, computing in double); cupyx has no Airy function, spherical Bessel j0 or
-orthogonal polynomials, and its i0e/i1e overflow for large arguments.
+The C++ functions below are the CUDA twins of the CPU's scalar kernels (``_scalar``, ``_poly``: same
+algorithms, same edge cases, computing in double), and for i0e/i1e and spherical Bessel j0 (which
+the CPU takes from SciPy and NumPy) series of their own; cupyx has no Airy function, spherical
+Bessel j0 or orthogonal polynomials, and its i0e/i1e overflow for large arguments.
 """
 from ember import _kernels
 
@@ -104,7 +105,7 @@ __device__ inline double ember_i1e(double x) {{
   return copysign(ember_bessel_ie(1, x), x);
 }}
 
-// orthogonal polynomials: recurrences in double-double arithmetic, as in _numba
+// orthogonal polynomials: recurrences in double-double arithmetic, as in _poly
 __device__ inline void ember_two_sum(double a, double b, double& s, double& e) {{
   s = a + b;
   double t = s - a;
@@ -220,7 +221,7 @@ UNARY = ("airy_ai", "spherical_bessel_j0", "i0e", "i1e")
 BINARY = ("chebyshev_t", "chebyshev_u", "chebyshev_v", "chebyshev_w", "shifted_chebyshev_t", "shifted_chebyshev_u",
           "shifted_chebyshev_v", "shifted_chebyshev_w", "hermite_h", "hermite_he", "laguerre_l", "legendre_p")
 
-# scalar-kernel name (as in _numba) -> its CuPy kernel
+# kernel name -> its CuPy kernel
 KERNELS = {name: _kernels.elementwise_kernel(f"ember_special_{name}", "T x", "T y",
                                              f"y = (T)ember_{name}((double)x)", preamble=PREAMBLE)
            for name in UNARY}

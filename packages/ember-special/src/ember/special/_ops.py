@@ -1,9 +1,10 @@
 """The op blocks of ember.special: one block per function, with its NumPy/CuPy implementation and
 its VJP (written in ember ops, so that second-order gradients work) where PyTorch has one.
 
-Engines: SciPy (``scipy.special``) and cupyx where they agree with PyTorch, numba kernels
-(``_numba``) where SciPy is slow or differs, and ember's CuPy kernels (``_cuda``) where cupyx has
-no function or a wrong one.
+Engines: SciPy (``scipy.special``) and cupyx where they agree with PyTorch, numba loops (``_numba``) where SciPy is
+slow or differs, and ember's CuPy kernels (``_cuda``) where cupyx has no function or a wrong one. A numba loop serves
+large inputs once ``ember._jit`` has compiled it in the background; until then, and for small inputs, its op takes a
+JIT-free path of the same accuracy (SciPy's float64 functions rounded once, or the same code run by NumPy).
 """
 import math
 
@@ -14,7 +15,7 @@ from ember import _loops
 from ember._registry import TORCH_NAME
 from ember._tensor import Tensor
 
-from ._common import blocks, grad_of, kernel, lib, public, special_op, tensor_only_inplace
+from ._common import IGAMMA_A_MAX, blocks, cuda_kernel, grad_of, lib, loop, public, special_op, tensor_only_inplace
 
 _SQRT_PI = math.sqrt(math.pi)
 _SQRT_2PI = math.sqrt(2 * math.pi)
@@ -33,27 +34,44 @@ def _sp(xp, name, *arrays):
     return blocks(lambda *a: f(*a[:-1], out=a[-1]), *arrays)
 
 
-def _f32(name, x):
-    """numba loop ``name`` of ``_numba`` (float32 in, float32 out) over blocks of ``x``."""
-    from . import _numba
-    return blocks(getattr(_numba, name), x)
+def _edges(r, kernel, *arrays):
+    """SciPy's float64 results ``r`` on the float64 ``arrays``, with the elements where an argument or the result is
+    not finite (PyTorch's edge values, arguments beyond SciPy's range) from ember's scalar kernel ``kernel``, which
+    the numba loop runs, here run by Python (``_scalar``)."""
+    arrays = np.broadcast_arrays(*arrays)
+    edge = ~np.isfinite(r)
+    for a in arrays:
+        edge |= ~np.isfinite(a)
+    if edge.any():
+        from . import _scalar
+        r = np.array(r, np.float64)
+        r[edge] = _scalar.evaluate(kernel, *[a[edge] for a in arrays])
+    return r
 
 
-def _cpu_or(xp, name, cupyx_name, *arrays):
-    """numba kernel ``name`` on the CPU, cupyx's ``cupyx_name`` on CUDA."""
-    return kernel(xp, name, *arrays) if xp is np else _sp(xp, cupyx_name, *arrays)
+def _fast(xp, name, *arrays, **options):
+    """numba loop ``name`` over NumPy ``arrays`` once it is compiled (``_common.loop``: large inputs, after a
+    background compilation); None before that and for CuPy arrays, where the caller takes its other path."""
+    return loop(name, *arrays, **options) if xp is np else None
 
 
 # ---- Airy and Bessel functions (no gradients in PyTorch) --------------------------------------
 @special_op("airy_ai", half=False, differentiable=False)
 def airy_ai(xp, x):
     """Airy function Ai(input)."""
-    return kernel(xp, "airy_ai", x)
+    if xp is not np:
+        return cuda_kernel("airy_ai", x)
+    r = loop("airy_ai_loop", x)
+    if r is None:  # SciPy's Ai
+        w = x.astype(np.float64)
+        r = _edges(lib(xp).airy(w)[0], "airy_ai", w).astype(x.dtype)
+    return r
 
 
 def _bessel(name, engine, doc, f32=None, **options):
     def impl(xp, x):
-        return _f32(f32, x) if f32 and xp is np and x.dtype == np.float32 else _sp(xp, engine, x)
+        r = _fast(xp, f32, x) if f32 and x.dtype == np.float32 else None
+        return _sp(xp, engine, x) if r is None else r
     impl.__doc__ = doc
     impl.__name__ = name
     return special_op(name, differentiable=False, **options)(impl)
@@ -79,7 +97,7 @@ scaled_modified_bessel_k1 = _bessel("scaled_modified_bessel_k1", "k1e", "``exp(i
 def spherical_bessel_j0(xp, x):
     """Spherical Bessel function of the first kind of order 0, ``sin(x) / x``."""
     if xp is not np:
-        return kernel(xp, "spherical_bessel_j0", x)
+        return cuda_kernel("spherical_bessel_j0", x)
     x2 = x * x  # NumPy's vectorised sin; the Taylor series where sin(x) / x would cancel
     small = 1 - x2 / 6 * (1 - x2 / 20 * (1 - x2 / 42 * (1 - x2 / 72 * (1 - x2 / 110 * (1 - x2 / 156 * (
         1 - x2 / 210))))))
@@ -90,7 +108,8 @@ def spherical_bessel_j0(xp, x):
 @special_op("i0", public=True)
 def i0(xp, x):
     """Modified Bessel function of the first kind of order 0."""
-    return _f32("i0_f32", x) if xp is np and x.dtype == np.float32 else _sp(xp, "i0", x)
+    r = _fast(xp, "i0_f32", x) if x.dtype == np.float32 else None
+    return _sp(xp, "i0", x) if r is None else r
 
 
 @i0.vjp
@@ -101,7 +120,8 @@ def _(ctx, g):
 @special_op("i1")
 def i1(xp, x):
     """Modified Bessel function of the first kind of order 1."""
-    return _f32("i1_f32", x) if xp is np and x.dtype == np.float32 else _sp(xp, "i1", x)
+    r = _fast(xp, "i1_f32", x) if x.dtype == np.float32 else None
+    return _sp(xp, "i1", x) if r is None else r
 
 
 @i1.vjp
@@ -122,9 +142,10 @@ def _not_tiny(x):
 @special_op("i0e")
 def i0e(xp, x):
     """Exponentially scaled modified Bessel function ``exp(-|input|) * I0(input)``."""
-    if xp is np:
-        return _f32("i0e_f32", x) if x.dtype == np.float32 else _sp(xp, "i0e", x)
-    return kernel(xp, "i0e", x)
+    if xp is not np:
+        return cuda_kernel("i0e", x)
+    r = _fast(xp, "i0e_f32", x) if x.dtype == np.float32 else None
+    return _sp(xp, "i0e", x) if r is None else r
 
 
 @i0e.vjp
@@ -136,9 +157,10 @@ def _(ctx, g):
 @special_op("i1e")
 def i1e(xp, x):
     """Exponentially scaled modified Bessel function ``exp(-|input|) * I1(input)``."""
-    if xp is np and x.dtype == np.float32:
-        return _f32("i1e_f32", x)
-    return _sp(xp, "i1e", x) if xp is np else kernel(xp, "i1e", x)  # SciPy's Chebyshev series: faster than numba's
+    if xp is not np:
+        return cuda_kernel("i1e", x)
+    r = _fast(xp, "i1e_f32", x) if x.dtype == np.float32 else None
+    return _sp(xp, "i1e", x) if r is None else r
 
 
 @i1e.vjp
@@ -150,10 +172,19 @@ def _(ctx, g):
 
 # ---- orthogonal polynomials (no gradients in PyTorch) -----------------------------------------
 def _polynomial(name, doc):
+    family = name.replace("_polynomial", "")
+
     def impl(xp, x, n):
-        k = name.replace("_polynomial", "")
-        # float32: the recurrence in double is exact once rounded; float64: in double-double
-        return kernel(xp, k + "_f32" if xp is np and x.dtype == np.float32 else k, x, n)
+        if xp is not np:
+            return cuda_kernel(family, x, n)
+        n = n.astype(x.dtype, copy=False)
+        exact = x.dtype == np.float64  # float32: the recurrence in double is exact once rounded; float64: double-double
+        r = loop(family + ("_loop" if exact else "_f32_loop"), x, n)
+        if r is None:  # the same functions with NumPy (bit for bit)
+            from . import _poly
+            x64, n64 = np.broadcast_arrays(x.astype(np.float64), n.astype(np.float64))
+            r = _poly.evaluate(family, x64, n64, exact).astype(x.dtype)
+        return r
     impl.__doc__ = doc
     impl.__name__ = name
     return special_op(name, half=False, differentiable=False, scalar_first=True)(impl)
@@ -183,9 +214,8 @@ def _digamma_edges(xp, x, r):
 @special_op("digamma", public=True)
 def digamma(xp, x):
     """Logarithmic derivative of the gamma function."""
-    if xp is np:
-        return _f32("digamma_f32", x) if x.dtype == np.float32 else kernel(xp, "digamma", x)
-    return _digamma_edges(xp, x, _sp(xp, "digamma", x))
+    r = _fast(xp, "digamma_f32" if x.dtype == np.float32 else "digamma_loop", x)
+    return _digamma_edges(xp, x, _sp(xp, "digamma", x)) if r is None else r
 
 
 @digamma.vjp
@@ -196,13 +226,20 @@ def _(ctx, g):
 @special_op("polygamma", public=True, inplace=False, method=False)
 def polygamma_op(xp, x, *, n):
     """``n``-th derivative of the digamma function."""
-    if xp is np and x.dtype == np.float32 and n < 2:
-        return _f32(("digamma_f32", "trigamma_f32")[n], x)
-    if xp is np:
-        return kernel(xp, "polygamma", x.dtype.type(n), x)
+    if x.dtype == np.float32 and n < 2:
+        r = _fast(xp, ("digamma_f32", "trigamma_f32")[n], x)
+    else:
+        r = _fast(xp, "polygamma_loop", np.asarray(n, x.dtype), x)
+    if r is not None:
+        return r
     if n == 0:
         return digamma.impl(xp, x)
-    return _sp(xp, "polygamma", n, x).astype(x.dtype)
+    if xp is not np:
+        return _sp(xp, "polygamma", n, x).astype(x.dtype)
+    # (-1)^(n+1) n! zeta(n + 1, x), as SciPy's polygamma (a Python function: no out=), in float64
+    w = x.astype(np.float64)
+    r = (-1) ** (n + 1) * lib(xp).gamma(n + 1.0) * _zeta64(n + 1.0, w)
+    return _edges(r, "polygamma", np.float64(n), w).astype(x.dtype)
 
 
 @polygamma_op.vjp
@@ -233,9 +270,33 @@ public(polygamma_op, polygamma, method=lambda self, n: _polygamma(self, n=_order
 @special_op("lgamma", public=True)
 def lgamma(xp, x):
     """Natural logarithm of the absolute value of the gamma function (inf at -inf, as PyTorch)."""
-    if xp is np:  # float64: the C library's lgamma (as PyTorch's), more exact than SciPy's
-        return kernel(xp, "lgamma", x) if x.dtype == np.float64 else _f32("lgamma_f32", x)
+    r = _fast(xp, "lgamma_loop" if x.dtype == np.float64 else "lgamma_f32", x)
+    if r is not None:
+        return r
+    if xp is np and x.dtype == np.float64:  # the C library's lgamma, as PyTorch's and the loop's (SciPy's: less exact)
+        return _c_lgamma(x)
     return xp.where(x == -np.inf, x.dtype.type(np.inf), _sp(xp, "gammaln", x))
+
+
+_C_LGAMMA = []
+
+
+def _c_lgamma(x):
+    """The C library's lgamma of a float64 array, one call per element (ctypes): the JIT-free path of the loop
+    (numba calls the same function). SciPy's where no C library is found."""
+    if not _C_LGAMMA:
+        import ctypes
+        try:
+            f = ctypes.CDLL(None).lgamma
+        except (OSError, TypeError, AttributeError):  # (Windows has no process-wide symbol lookup)
+            f = None
+        else:
+            f.restype, f.argtypes = ctypes.c_double, [ctypes.c_double]
+        _C_LGAMMA.append(np.frompyfunc(f, 1, 1) if f else None)
+    f = _C_LGAMMA[0]
+    if f is None:
+        return np.where(x == -np.inf, np.inf, _sp(np, "gammaln", x))
+    return np.asarray(f(x), np.float64)
 
 
 @lgamma.vjp
@@ -246,11 +307,13 @@ def _(ctx, g):
 @special_op("mvlgamma", public=True, inplace=False, method=False)
 def mvlgamma_op(xp, x, *, p):
     """Multivariate log-gamma function of dimension ``p``."""
-    if xp is np and x.dtype == np.float32:
-        from . import _numba
-        return blocks(lambda a, out: _numba.mvlgamma_f32(a, p, out), x)
-    j = xp.arange(p, dtype=x.dtype) / 2
-    return _sp(xp, "gammaln", x[..., None] - j).sum(-1) + x.dtype.type(p * (p - 1) / 4 * _LOG_PI)
+    r = _fast(xp, "mvlgamma_f32", x, scalars=(p,)) if x.dtype == np.float32 else None
+    if r is not None:
+        return r
+    w = x.astype(np.float64) if xp is np else x  # (float32 in float64, rounded once)
+    j = xp.arange(p, dtype=w.dtype) / 2
+    r = _sp(xp, "gammaln", w[..., None] - j).sum(-1) + p * (p - 1) / 4 * _LOG_PI
+    return xp.where(w == -np.inf, np.inf, r).astype(x.dtype)  # (SciPy's gammaln is -inf there, PyTorch's inf)
 
 
 @mvlgamma_op.vjp
@@ -284,17 +347,17 @@ public(mvlgamma_op, mvlgamma, method=lambda self, p: mvlgamma(self, p),
 def _incomplete_gamma(xp, a, x, engine):
     """The regularized incomplete gamma (float32 by ember's numba kernels where a is not too large, else SciPy's)
     with PyTorch's edges, by precedence: NaN for a negative argument; for a = 0, the limit at x > 0 and NaN
-    otherwise; P = 0 at x = 0 (whatever a); P = 0 for a = inf unless x is infinite too (even for x NaN)."""
+    otherwise; P = 0 at x = 0 (whatever a); P = 1 at x = inf for a finite or NaN; P = 0 for a = inf unless x is
+    infinite too (even for x NaN)."""
     lower = engine == "gammainc"
     zero, one = (0.0, 1.0) if lower else (1.0, 0.0)  # P's values and the matching Q's
     r = None
-    if xp is np and a.dtype == np.float32:
-        from . import _numba
-        if not (a > _numba.IGAMMA_A_MAX).any():
-            r = blocks(getattr(_numba, engine + "_f32"), a, x)
+    if a.dtype == np.float32 and not (a > IGAMMA_A_MAX).any():
+        r = _fast(xp, engine + "_f32", a, x)
     if r is None:
         r = _sp(xp, engine, a, x)
     r = xp.where(xp.isinf(a) & ~xp.isinf(x), zero, r)
+    r = xp.where((x == np.inf) & ~xp.isinf(a), one, r)  # (SciPy's is NaN for a NaN)
     r = xp.where(x == 0, zero, r)
     r = xp.where(a == 0, xp.where(x > 0, one, np.nan), r)
     return xp.where((x < 0) | (a < 0), np.nan, r).astype(a.dtype)
@@ -332,7 +395,18 @@ tensor_only_inplace(igammac)
 @special_op("zeta", scalar_first=True)
 def zeta(xp, x, q):
     """Hurwitz zeta function ``sum((k + other) ** -input for k >= 0)``."""
-    return _cpu_or(xp, "zeta", "zeta", x, q)
+    r = _fast(xp, "zeta_loop", x, q)
+    if r is not None:
+        return r
+    if xp is not np:
+        return _sp(xp, "zeta", x, q)
+    dtype, x, q = q.dtype, x.astype(np.float64), q.astype(np.float64)
+    return _edges(_zeta64(x, q), "zeta", x, q).astype(dtype)
+
+
+def _zeta64(x, q):
+    """SciPy's Hurwitz zeta of float64 arguments (a Python function: no dtype=)."""
+    return _sp(np, "zeta", x, q)
 
 
 @zeta.vjp
@@ -372,7 +446,8 @@ def _(ctx, g):
 @special_op("erfcx", half=False)
 def erfcx(xp, x):
     """Scaled complementary error function ``exp(input ** 2) * erfc(input)``."""
-    return _f32("erfcx_f32", x) if xp is np and x.dtype == np.float32 else _sp(xp, "erfcx", x)
+    r = _fast(xp, "erfcx_f32", x) if x.dtype == np.float32 else None
+    return _sp(xp, "erfcx", x) if r is None else r
 
 
 @erfcx.vjp
@@ -383,9 +458,8 @@ def _(ctx, g):
 @special_op("erfinv", public=True)
 def erfinv(xp, x):
     """Inverse error function (±inf at ±1, NaN outside [-1, 1])."""
-    if xp is np and x.dtype == np.float32:
-        return _f32("erfinv_f32", x)
-    return _sp(xp, "erfinv", x)
+    r = _fast(xp, "erfinv_f32", x) if x.dtype == np.float32 else None
+    return _sp(xp, "erfinv", x) if r is None else r
 
 
 @erfinv.vjp
@@ -408,7 +482,8 @@ def _(ctx, g):
 @special_op("log_ndtr", half=False)
 def log_ndtr(xp, x):
     """Logarithm of the standard normal cumulative distribution function."""
-    return _f32("log_ndtr_f32", x) if xp is np and x.dtype == np.float32 else _sp(xp, "log_ndtr", x)
+    r = _fast(xp, "log_ndtr_f32", x) if x.dtype == np.float32 else None
+    return _sp(xp, "log_ndtr", x) if r is None else r
 
 
 @log_ndtr.vjp
@@ -432,9 +507,8 @@ def _(ctx, g):
 @special_op("entr")
 def entr(xp, x):
     """Elementwise entropy ``-input * log(input)`` (0 at 0, -inf below)."""
-    if xp is np and x.dtype == np.float32:
-        return _f32("entr_f32", x)
-    return _sp(xp, "entr", x)
+    r = _fast(xp, "entr_f32", x) if x.dtype == np.float32 else None
+    return _sp(xp, "entr", x) if r is None else r
 
 
 @entr.vjp
@@ -488,11 +562,13 @@ def logit_op(xp, x, *, eps=None):
     """Log-odds ``log(input / (1 - input))``, ``input`` first clamped to [eps, 1 - eps] if given."""
     if eps is not None and eps >= 0:  # a negative eps means none, as in PyTorch
         x = xp.clip(x, x.dtype.type(eps), x.dtype.type(1 - eps))
-    if xp is np and x.dtype == np.float32:
-        return _f32("logit_f32", x)
+    r = _fast(xp, "logit_f32", x) if x.dtype == np.float32 else None
+    if r is not None:
+        return r
+    w = x.astype(np.float64) if xp is np else x  # (float32 in float64, rounded once)
     # near 1/2 (where the result is near 0) log1p of an exactly computed (2x - 1) / (1 - x) avoids cancelling
-    mid = xp.abs(x - x.dtype.type(0.5)) < x.dtype.type(0.25)
-    return xp.where(mid, xp.log1p((2 * x - 1) / (1 - x)), xp.log(x) - xp.log1p(-x))
+    mid = xp.abs(w - 0.5) < 0.25
+    return xp.where(mid, xp.log1p((2 * w - 1) / (1 - w)), xp.log(w) - xp.log1p(-w)).astype(x.dtype, copy=False)
 
 
 @logit_op.vjp
@@ -523,8 +599,9 @@ public(logit_op, logit, method=lambda self, eps=None: logit(self, eps),
 @special_op("sinc", public=True)
 def sinc(xp, x):
     """Normalized sinc ``sin(pi * input) / (pi * input)`` (1 at 0)."""
-    if xp is np and x.dtype == np.float32:
-        return _f32("sinc_f32", x)
+    r = _fast(xp, "sinc_f32", x) if x.dtype == np.float32 else None
+    if r is not None:
+        return r
     w = x.astype(np.float64)  # float32 in float64, rounded once
     n = xp.rint(w)
     s = xp.sin(math.pi * (w - n)) * (1 - 2 * xp.fmod(xp.abs(n), 2))  # sin(pi x), argument reduced exactly

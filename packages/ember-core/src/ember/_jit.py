@@ -1,0 +1,109 @@
+"""numba loops kept off the call path.
+
+numba costs a fresh process about half a second of CPU before its first compiled call, even when the loop comes
+from numba's on-disk cache (importing numba, then setting up its compiler, which imports scipy.linalg), and one
+to three seconds when the loop must be compiled. So no call waits for numba: an op that has a numba loop also
+has a JIT-free implementation (SciPy, NumPy) and takes it until the loop is ready. ``loop`` hands out a loop only
+for inputs of ``JIT_MIN`` elements or more, once it has been compiled in this process. The first such call
+queues it on one background thread, which imports numba and compiles the loop (or loads it from numba's cache:
+next to the package's sources, else in the user's cache folder, so a later process only loads it). Smaller
+inputs always take the JIT-free implementation, never import numba, and give the same results whatever has
+been compiled.
+
+Results of an input of ``JIT_MIN`` elements or more may therefore change in the last bit once its loop is ready.
+Under ``ember.use_deterministic_algorithms(True)`` such a call compiles the loop itself instead (the first one
+is slow), so that results depend on the input alone.
+"""
+import contextlib
+import importlib
+import os
+import threading
+
+from . import _settings
+
+JIT_MIN = 1 << 13  # elements: below this the JIT-free path is fast enough, and numba is never imported
+
+_ready = {}  # (module, name, signature) -> the numba dispatcher, compiled for that signature in this process
+_failed = set()  # keys whose compilation raised: their callers keep the JIT-free path
+_queue = []
+_state = {"worker": None, "busy": None, "broken": False, "forced": False}
+_cond = threading.Condition()
+
+
+def loop(module, name, signature, size):
+    """numba loop ``module.name`` compiled for ``signature`` (numba's notation, e.g. ``"(float32[::1],
+    float32[::1])"``) when ``size`` is at least JIT_MIN and the loop is ready; otherwise None, and the loop is
+    queued for compilation (for sizes of at least JIT_MIN). The caller passes C-contiguous, aligned, writeable
+    arrays of the signature's dtypes, so that the call finds the compiled loop and compiles nothing."""
+    if size < JIT_MIN and not _state["forced"]:
+        return None
+    key = (module, name, signature)
+    f = _ready.get(key)
+    if f is not None or key in _failed or _state["broken"]:
+        return f
+    if _settings._state["deterministic"] or _state["forced"]:
+        return _compile(key)
+    with _cond:
+        if key not in _queue and key != _state["busy"]:
+            _queue.append(key)
+            if _state["worker"] is None:
+                _state["worker"] = threading.Thread(target=_work, name="ember-jit", daemon=True)
+                _state["worker"].start()
+            _cond.notify()
+    return None
+
+
+def wait(timeout=None):
+    """Block until every queued loop is compiled (benchmarks and tests: timings and checks of the compiled
+    path). Returns whether the queue ran empty within ``timeout`` seconds."""
+    with _cond:
+        return _cond.wait_for(lambda: not _queue and _state["busy"] is None, timeout)
+
+
+@contextlib.contextmanager
+def forced():
+    """Within it, every call that has a loop takes it, whatever its size, compiled on the call if need be: for tests
+    and measurements of the loops themselves."""
+    saved, _state["forced"] = _state["forced"], True
+    try:
+        yield
+    finally:
+        _state["forced"] = saved
+
+
+def _compile(key):
+    module, name, signature = key
+    try:
+        f = getattr(importlib.import_module(module), name)
+        f.compile(signature)  # numba: from its on-disk cache when there, else compiled and saved there
+    except Exception:  # noqa: BLE001 - a loop that cannot be built leaves its op on the JIT-free path
+        _failed.add(key)
+        return None
+    _ready[key] = f
+    return f
+
+
+def _work():
+    while True:
+        with _cond:
+            _cond.wait_for(lambda: _queue)
+            key = _state["busy"] = _queue.pop(0)
+        try:
+            _compile(key)
+        finally:
+            with _cond:
+                _state["busy"] = None
+                _cond.notify_all()
+
+
+def _after_fork():
+    """A forked child has no worker thread. If the parent's was compiling, numba's compiler lock may be held for
+    good in the child: it then compiles nothing more and keeps the loops that were ready."""
+    global _cond
+    _state["broken"] = _state["broken"] or _state["busy"] is not None
+    _state["worker"] = _state["busy"] = None
+    _queue.clear()
+    _cond = threading.Condition()
+
+
+os.register_at_fork(after_in_child=_after_fork)
