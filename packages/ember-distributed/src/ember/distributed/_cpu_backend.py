@@ -74,6 +74,14 @@ class _Host:
         self.tensor._bump()
 
 
+class _Late(Exception):
+    """An error to report once the call has run to its end on every rank (the group stays usable)."""
+
+    def __init__(self, error):
+        super().__init__(str(error))
+        self.error = error
+
+
 class CPUBackend:
     """The backend of one group: ``rank`` of ``size``, connected through ``store`` (private to the group)."""
 
@@ -140,8 +148,8 @@ class CPUBackend:
             elif isinstance(result, list):
                 work._sents, work._deadline = result, deadline
             work._complete()
-        except MismatchError as e:  # every rank saw it alike: the group stays usable
-            work._complete(e)
+        except (MismatchError, _Late) as e:  # every rank saw it alike: the group stays usable
+            work._complete(e.error if isinstance(e, _Late) else e)
         except _transport.PeerError as e:
             self._error = e
             work._complete(e)
@@ -245,7 +253,7 @@ class CPUBackend:
             if late is not None:
                 for h in hosts:
                     h.written()
-                raise late
+                raise _Late(late)
         return self._submit(name, run, list(tensors), async_op, hosts)
 
     def broadcast(self, tensors, root, async_op=False):
@@ -267,7 +275,7 @@ class CPUBackend:
             self.engine.all_reduce(h.array, reducer, sig, self._mismatch, root=root)
             if late is not None:
                 h.written()
-                raise late
+                raise _Late(late)
         return self._submit("reduce", run, list(tensors), async_op, [h] if self._rank == root else [])
 
     def allgather(self, output_lists, inputs, async_op=False):
@@ -285,7 +293,7 @@ class CPUBackend:
 
         def run(deadline):
             self.engine.all_gather([h.array.view(np.uint8) for h in houts], hin.array, sig, self._mismatch)
-        return self._submit("allgather", run, [list(outs)], async_op, houts)
+        return self._submit("allgather", run, list(outs), async_op, houts)
 
     def allgather_into_tensor(self, output, inp, async_op=False):
         if output.numel() != inp.numel() * self._size:
@@ -301,7 +309,7 @@ class CPUBackend:
             flat = hout.array.view(np.uint8)
             self.engine.all_gather([flat[q * n:(q + 1) * n] for q in range(self._size)], hin.array, sig,
                                    self._mismatch)
-        return self._submit("allgather", run, [output], async_op, [hout])
+        return self._submit("allgather", run, list(output.chunk(self._size)), async_op, [hout])
 
     def gather(self, outs, inp, root, async_op=False):
         hin = _Host(inp)
@@ -316,7 +324,7 @@ class CPUBackend:
         def run(deadline):
             arrays = [h.array.view(np.uint8) for h in houts] if houts else None
             self.engine.all_gather(arrays, hin.array, sig, self._mismatch, root=root)
-        return self._submit("gather", run, [list(outs)] if outs else [], async_op, houts)
+        return self._submit("gather", run, list(outs), async_op, houts)
 
     def scatter(self, out, ins, root, async_op=False):
         hout = _Host(out)
@@ -343,8 +351,8 @@ class CPUBackend:
             self.engine.reduce_scatter(hout.array, [h.array for h in hins], reducer, sig, self._mismatch)
             if late is not None:
                 hout.written()
-                raise late
-        return self._submit("reduce_scatter", run, [out], async_op, [hout])
+                raise _Late(late)
+        return self._submit("reduce_scatter", run, None, async_op, [hout])
 
     def reduce_scatter_tensor(self, out, inp, op, async_op=False):
         if inp.numel() != out.numel() * self._size:
@@ -363,7 +371,7 @@ class CPUBackend:
             self.engine.reduce_scatter(hout.array, ins, reducer, sig, self._mismatch)
             if late is not None:
                 hout.written()
-                raise late
+                raise _Late(late)
         return self._submit("reduce_scatter", run, [out], async_op, [hout])
 
     def alltoall(self, outs, ins, async_op=False):
@@ -392,7 +400,7 @@ class CPUBackend:
         item = hin.array.itemsize
         ioff = np.cumsum([0] + [c * irow * item for c in in_counts])
         ooff = np.cumsum([0] + [c * orow * item for c in out_counts])
-        sig = self._sig("ALLTOALL_BASE", [inp])
+        sig = self._sig("ALLTOALL_BASE", [], _dtype_name(inp))  # sizes differ by rank: checked pairwise
 
         def run(deadline):
             self.engine.all_to_all([ob[ooff[q]:ooff[q + 1]] for q in range(self._size)],

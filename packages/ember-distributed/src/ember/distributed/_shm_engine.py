@@ -18,9 +18,9 @@ import pickle
 
 import numpy as np
 
-from . import _shm
+from . import _shm, _transport
 
-CAPACITY = 4 << 20  # data bytes per half per rank
+CAPACITY = 16 << 20  # data bytes per half per rank (less for many ranks: at most 256 MB per half in all)
 DIRECT_MAX = 64 << 10  # all_reduce below this size: every rank reduces the whole
 _ALIGN = 64  # slice boundaries on cache lines
 
@@ -33,9 +33,9 @@ class ShmEngine:
     """The arena of one group. ``check(q)`` raises when peer ``q`` is gone; ``describe(sig)`` formats a
     descriptor for error messages."""
 
-    def __init__(self, store, rank, size, check, *, capacity=CAPACITY, key="arena/"):
+    def __init__(self, store, rank, size, check, *, capacity=None, key="arena/"):
         self.rank, self.size, self._check = rank, size, check
-        self.capacity = capacity
+        self.capacity = capacity = capacity or min(CAPACITY, max(1 << 20, (256 << 20) // size))
         self._desc_bytes = 1024 + 64 * size
         half = self._desc_bytes + capacity
         self._half = half
@@ -52,6 +52,7 @@ class ShmEngine:
             self.segs.append(seg)
         self._data = [[s.data(h * half + self._desc_bytes, capacity) for h in (0, 1)] for s in self.segs]
         self._descs = [[s.data(h * half, self._desc_bytes) for h in (0, 1)] for s in self.segs]
+        _transport._store_barrier(store, f"{key}ready/", rank, size)  # all mapped before anyone may close
         self.phase = 0
         self.epoch = 0
         self._starts = [0, 0]  # phase count when the last two epochs began
@@ -133,7 +134,7 @@ class ShmEngine:
         """Reduce ``arr`` (1-D contiguous) over the ranks in place; with ``root`` only that rank's ``arr``
         receives the result (reduce)."""
         n, dt, item = arr.size, arr.dtype, arr.itemsize
-        if arr.nbytes <= DIRECT_MAX and arr.nbytes * self.size <= self.capacity * self.size:
+        if arr.nbytes <= min(DIRECT_MAX, self.capacity):
             return self._all_reduce_direct(arr, reducer, sig, mismatch, root)
         per = max(1, self.capacity // item)
         for k, lo in enumerate(range(0, max(n, 1), per)):

@@ -41,6 +41,7 @@ SLOT = 4 << 20  # bytes of one shared-memory slot
 SLOTS = 4  # slots per (sender, receiver) pair
 COPY_MAX = 16 << 10  # frames below this size are copied into ZeroMQ's messages (cheaper than tracking them)
 GRACE = 0.2  # seconds a disconnected peer's last messages may take to arrive
+LINGER = 10.0  # seconds close() waits for peers to read what this rank left in shared memory
 HEARTBEAT_MS, HEARTBEAT_TIMEOUT_MS = 1000, 5000
 _DATA, _BYE = 0, 1
 
@@ -212,6 +213,7 @@ class Transport:
                 if ctl is not None:
                     self._peer_controls[p] = ctl
         self.local_peers = frozenset(self._peer_controls)  # peers sharing memory with this rank
+        _store_barrier(store, f"{prefix}ready/", rank, size)  # nobody closes before all have mapped its segment
         self._mail = collections.defaultdict(collections.deque)
         self._cond = threading.Condition()
         self._pumping = False
@@ -462,11 +464,24 @@ class Transport:
             raise TimeoutError(what)
 
     # ---- closing -----------------------------------------------------------------------------------------
+    def _linger(self, deadline):
+        """Wait (until ``deadline``) for queued sends to leave and for live peers to release this rank's slots:
+        the segment they read goes away with the process."""
+        for box in self._outboxes.values():
+            while time.monotonic() < deadline and box.peer not in self._gone:
+                with box.cond:
+                    busy = bool(box.queue)
+                if not busy and self._free_slots(box) == SLOTS:
+                    break
+                time.sleep(0.002)
+                self.poll()
+
     def close(self):
         """Say goodbye to every peer (after the messages already sent) and close the sockets."""
         if self._closed:
             return
         self._closed = True
+        self._linger(time.monotonic() + LINGER)
         bye = pickle.dumps((_BYE, None, None, None))
         for p, d in self._dealers.items():
             with self._send_locks[p]:
@@ -484,6 +499,14 @@ class Transport:
         for p, d in self._dealers.items():
             d.close(0 if p in self._gone else 1000)
         self._router.close(0)
+
+
+def _store_barrier(store, prefix, rank, size):
+    """Return once every rank has reached this point (keys ``prefix + rank`` in ``store``)."""
+    store.set(f"{prefix}{rank}", b"1")
+    for q in range(size):
+        if q != rank:
+            store.get(f"{prefix}{q}")
 
 
 def _nbytes(frame):

@@ -65,11 +65,8 @@ def _member_group(group, name):
     """The process group ``group`` names (None: the default one), or None on a rank outside it (with torch's
     warning)."""
     c10d = _c10d()
-    if group is not None and group is c10d.GroupMember.NON_GROUP_MEMBER:
-        world = c10d.GroupMember.WORLD
-        rank = -1 if world is None else world.rank()
-        warnings.warn(f"Running {name} on global rank {rank} which does not belong to the given group.",
-                      stacklevel=3)
+    if c10d._rank_not_in_group(group):
+        c10d._warn_not_in_group(name)
         return None
     return c10d._resolve_group(group)
 
