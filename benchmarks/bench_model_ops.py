@@ -78,9 +78,8 @@ def _backward(fn, shape, kind):
 
 # name -> (function of (lib, x), input kind, differentiable)
 POINTWISE = {
-    "erf": (lambda lib, x: lib.erf(x), "wide", True),
-    "special.erf": (lambda lib, x: lib.special.erf(x), "wide", True),
-    "special.erfc": (lambda lib, x: lib.special.erfc(x), "wide", True),
+    "erf": (lambda lib, x: lib.special.erf(x), "wide", True),  # (ember.erf is this op)
+    "erfc": (lambda lib, x: lib.special.erfc(x), "wide", True),
     "gelu": (lambda lib, x: lib.nn.functional.gelu(x), "wide", True),
     "gelu tanh": (lambda lib, x: lib.nn.functional.gelu(x, approximate="tanh"), "wide", True),
     "silu": (lambda lib, x: lib.nn.functional.silu(x), "wide", True),
