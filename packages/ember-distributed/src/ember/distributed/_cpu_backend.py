@@ -90,14 +90,16 @@ class CPUBackend:
         self.timeout = _seconds(timeout)
         self.group_name = group_name
         self.global_ranks = list(global_ranks) if global_ranks is not None else list(range(size))
-        self._detail = os.environ.get("TORCH_DISTRIBUTED_DEBUG", "").upper() == "DETAIL"
+        from . import distributed_c10d
+        self._c10d = distributed_c10d
+        self._detail_env = os.environ.get("TORCH_DISTRIBUTED_DEBUG", "").upper() == "DETAIL"
         label = f" (group {group_name})" if group_name else ""
         self.transport = _transport.Transport(store, rank, size, label=label)
         self.p2p = P2PEngine(self.transport, rank, size)
         all_local = len(self.transport.local_peers) == size - 1 and size > 1
         store.set(f"local/{rank}", b"1" if all_local else b"0")
         use_shm = all(store.get(f"local/{q}") == b"1" for q in range(size)) and size > 1
-        self.engine = ShmEngine(store, rank, size, self._check_peer) if use_shm else self.p2p
+        self.engine = ShmEngine(store, rank, size, self._check_peers) if use_shm else self.p2p
         self._seq = 0
         self._collectives = _Stream(f"ember-dist-comm {group_name}", self._execute)
         self._receives = _Stream(f"ember-dist-recv {group_name}", self._execute)
@@ -114,10 +116,14 @@ class CPUBackend:
     def name(self):
         return "gloo"
 
-    def _check_peer(self, q):
-        err = self.transport.peer_error(q)
-        if err is not None:
-            raise err
+    def _check_peers(self, _q=None):
+        """Raise the error of a lost peer, if any (a collective waiting on one rank cannot end without all)."""
+        self.transport.poll()
+        gone = self.transport.gone()
+        if gone:
+            raise gone[min(gone)]
+        if self._closed:
+            raise DistBackendError(f"[Rank {self._rank}] the process group was destroyed during the call")
 
     # ---- running calls in order --------------------------------------------------------------------------
     def _submit(self, name, fn, outputs, async_op, written=(), stream=None):
@@ -167,10 +173,11 @@ class CPUBackend:
         return DistBackendError(str(self._error))
 
     def shutdown(self):
-        """Finish the queued calls, say goodbye to the peers and release the sockets and shared memory."""
-        self._closed = True
+        """Finish the queued collectives (receives still waiting for a sender fail), say goodbye to the peers and
+        release the sockets and shared memory."""
         self._collectives.close(fail=None)
-        self._receives.close(fail=None)
+        self._closed = True
+        self._receives.close(fail=self._broken_error())
         self._close()
 
     def abort(self):
@@ -182,7 +189,7 @@ class CPUBackend:
         self._close()
 
     def _close(self):
-        self.transport.close()
+        self.transport.close(str(self._error) if self._error is not None else None)
         if self.engine is not self.p2p:
             self.engine.close()
 
@@ -190,16 +197,17 @@ class CPUBackend:
     def _sig(self, op_type, tensors, *extra):
         """The call's descriptor: compared across ranks before any data moves."""
         self._seq += 1
+        detail = self._detail_env or self._c10d.get_debug_level() == self._c10d.DebugLevel.DETAIL
         dtypes = tuple(_TORCH_DTYPE.get(_dtype_name(t), _dtype_name(t)) for t in tensors)
-        shapes = tuple(list(t.shape) if self._detail else [t.numel()] for t in tensors)
-        return (op_type, dtypes, shapes, extra, self._seq if self._detail else None)
+        shapes = tuple(list(t.shape) if detail else [t.numel()] for t in tensors)
+        return (op_type, dtypes, shapes, extra, self._seq if detail else None)
 
     def _mismatch(self, sigs, q):
         me = self._rank
         other = q if sigs[me] == sigs[0] else 0
         mine, theirs = sigs[me], sigs[other]
         diffs = []
-        for label, i in (("Op type", 0), ("Tensor dtypes", 1), ("Tensor shapes" if self._detail else "Tensor sizes", 2),
+        for label, i in (("Op type", 0), ("Tensor dtypes", 1), ("Tensor shapes", 2),
                          ("Arguments", 3), ("Sequence number", 4)):
             if mine[i] != theirs[i]:
                 diffs.append(f"{label}: {_fmt(mine[i])} vs {_fmt(theirs[i])}")
@@ -210,7 +218,7 @@ class CPUBackend:
 
     def _fingerprint(self, sig):
         op_type, dtypes, shapes, extra, seq = sig
-        shape_label = "TensorShape" if self._detail else "TensorNumel"
+        shape_label = "TensorShape" if seq is not None else "TensorNumel"
         parts = ([f"SequenceNumber={seq}"] if seq is not None else []) + [
             f"OpType={op_type}", f"{shape_label}={_fmt(shapes)}", f"TensorDtypes={', '.join(dtypes)}"]
         if extra:

@@ -25,11 +25,12 @@ class P2PEngine:
         self.t, self.rank, self.size = transport, rank, size
         self.seq = 0
         self.deadline = None
+        self._others = tuple(q for q in range(size) if q != rank)
 
     # ---- messaging helpers -------------------------------------------------------------------------------
     def _recv(self, src, tag):
         try:
-            return self.t.recv(src, tag, self.deadline)
+            return self.t.recv(src, tag, self.deadline, self._others)  # any rank lost: the collective cannot end
         except TimeoutError:
             raise TimeoutError(f"waiting for rank {src}" if src is not None else "waiting for a sender") from None
 

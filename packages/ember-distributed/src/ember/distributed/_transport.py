@@ -253,6 +253,7 @@ class Transport:
     def _send_now(self, dst, tag, frames, box, wait):
         """Send through the slots of ``box`` (waiting for them if ``wait``) and the socket; None when the slots
         needed are not free and ``wait`` is false (nothing is sent then)."""
+        self._raise_if_gone(dst)
         big, need = [], 0
         for f in frames:  # shared memory for large frames, as long as the message fits in the slots
             n = _nbytes(f)
@@ -310,8 +311,9 @@ class Transport:
         return self.send(dst, tag, [data, *(b.raw() for b in buffers)])
 
     # ---- receiving ---------------------------------------------------------------------------------------
-    def recv(self, src, tag, deadline=None):
-        """The next message from ``src`` (None: any peer) under ``tag``."""
+    def recv(self, src, tag, deadline=None, watch=()):
+        """The next message from ``src`` (None: any peer) under ``tag``; the loss of ``src`` or of a peer in
+        ``watch`` (one whose failure means the message will never come) raises its PeerError."""
         cond = self._cond
         while True:
             with cond:
@@ -319,6 +321,9 @@ class Transport:
                 if msg is not None:
                     return msg
                 self._check_deadline(src, deadline, "recv")
+                for p in watch:
+                    if p in self._gone:
+                        raise self._gone[p]
                 if self._pumping:
                     cond.wait(0.05 if deadline is None else max(0.0, min(0.05, deadline - time.monotonic())))
                     continue
@@ -380,10 +385,11 @@ class Transport:
     def _deliver(self, parts):
         src = int(parts[0].bytes)
         kind, tag, layout, seg_desc = pickle.loads(parts[1].bytes)
-        if kind == _BYE:
+        if kind == _BYE:  # its tag: why it closed, when an error made it
+            why = f" after an error: {tag}" if tag else ""
             self._gone.setdefault(src, PeerError(
                 f"[Rank {self.rank}] Connection closed by peer rank {src} ({self.addresses[src]}){self.label}: "
-                "it closed the process group", src))
+                f"it closed the process group{why}", src))
             return
         zframes = [f.buffer for f in parts[2:]]
         releases = ()
@@ -468,7 +474,7 @@ class Transport:
         """Wait (until ``deadline``) for queued sends to leave and for live peers to release this rank's slots:
         the segment they read goes away with the process."""
         for box in self._outboxes.values():
-            while time.monotonic() < deadline and box.peer not in self._gone:
+            while time.monotonic() < deadline and box.peer not in self._gone and box.peer not in self._suspect:
                 with box.cond:
                     busy = bool(box.queue)
                 if not busy and self._free_slots(box) == SLOTS:
@@ -476,13 +482,18 @@ class Transport:
                 time.sleep(0.002)
                 self.poll()
 
-    def close(self):
-        """Say goodbye to every peer (after the messages already sent) and close the sockets."""
+    def close(self, reason=None):
+        """Say goodbye to every peer (after the messages already sent; ``reason``: the error that made this rank
+        close, told to the peers) and close the sockets."""
         if self._closed:
             return
-        self._closed = True
         self._linger(time.monotonic() + LINGER)
-        bye = pickle.dumps((_BYE, None, None, None))
+        self._closed = True  # receivers raise at their next look; nobody pumps the sockets after this
+        with self._cond:
+            while self._pumping:
+                self._cond.wait(0.05)
+            self._pumping = True
+        bye = pickle.dumps((_BYE, reason, None, None))
         for p, d in self._dealers.items():
             with self._send_locks[p]:
                 try:
