@@ -443,3 +443,38 @@ def test_case_matches_torch(results, case, world, config):
         if isinstance(got[rank][case], tuple) and got[rank][case][0] == "case failed":
             pytest.fail(f"rank {rank}:\n{got[rank][case][1]}")
         assert_same(want[rank][case], got[rank][case], f"{case} rank {rank}")
+
+
+def beyond_gloo(rank, world):
+    """What ember does where gloo fails or computes garbage."""
+    import ember as torch
+    dist = torch.distributed
+    dist.init_process_group("gloo")
+    s = torch.arange(4, dtype=torch.int16) * (rank + 1)
+    dist.all_reduce(s)  # gloo: "Invalid scalar type"
+    g = [torch.empty(2, dtype=torch.complex64) for _ in range(world)] if rank == 0 else None
+    dist.gather(torch.tensor([1j * rank, 1.0]), g, dst=0)  # gloo: "Invalid scalar type"
+    me = torch.empty(2)
+    w1 = dist.isend(torch.tensor([5.0, 6.0]), rank, tag=9)  # gloo: "Pair is not connected"
+    w2 = dist.irecv(me, rank, tag=9)
+    w1.wait()
+    w2.wait()
+    v = torch.zeros(4, 4)
+    col = v[:, 1]  # a strided view: gloo reduces the 4 elements after its first one's address instead
+    col.fill_(rank + 1.0)
+    dist.all_reduce(col)
+    dist.destroy_process_group()
+    return s.numpy(), [x.numpy() for x in g] if g else None, me.numpy(), v.numpy()
+
+
+def test_beyond_gloo(ranks):
+    world = 2
+    for rank, (s, g, me, v) in enumerate(ranks(world).run(beyond_gloo, timeout=120)):
+        np.testing.assert_array_equal(s, np.arange(4, dtype=np.int16) * 3)
+        assert s.dtype == np.int16
+        if rank == 0:
+            np.testing.assert_array_equal(np.stack(g), [[0, 1], [1j, 1]])
+        np.testing.assert_array_equal(me, [5.0, 6.0])
+        want = np.zeros((4, 4), np.float32)
+        want[:, 1] = 3
+        np.testing.assert_array_equal(v, want)
