@@ -937,6 +937,7 @@ class TCPStore(Store):
         self._server = _serve(port, multi_tenant, master_listen_fd) if is_master else None
         self._port = self._server.port if is_master else port
         self._idle = []  # open connections not in use (a caller takes one; concurrent callers open more)
+        self._released = False
         weakref.finalize(self, _close_connections, self._idle)
         self._idle.append(self._connect(retry=True))
         if world_size is not None and wait_for_workers:
@@ -968,6 +969,8 @@ class TCPStore(Store):
         try:
             conn = idle.pop()
         except IndexError:
+            if self._released:
+                raise DistNetworkError("this TCPStore was released (its process group was destroyed)") from None
             conn = self._connect(retry=False)
         seconds = max(self._timeout.total_seconds() if wait_ms is None else wait_ms / 1000, 0.0)
         try:
@@ -1011,7 +1014,7 @@ class TCPStore(Store):
         """Close this store's connections and let go of its server (which stops now unless another multi-tenant
         store of this process shares it); later calls fail with DistNetworkError."""
         _close_connections(self._idle)
-        self._server = None
+        self._server, self._released = None, True
 
     @property
     def host(self):
