@@ -164,30 +164,41 @@ def test_data_parallel_checks_the_module_placement(two_devices):
 
 
 # ---- DistributedDataParallel ---------------------------------------------------------------------------------
-def test_distributed_data_parallel_without_ember_distributed():
-    if importlib.util.find_spec("ember.distributed") is not None:
-        pytest.skip("ember-distributed is installed")
+@pytest.fixture
+def no_cached_ddp(monkeypatch):
+    monkeypatch.delitem(vars(parallel), "DistributedDataParallel", raising=False)
+    monkeypatch.setitem(sys.modules, "ember.nn.parallel.distributed", None)  # (None: "not installed" to import)
+    yield monkeypatch
+    vars(parallel).pop("DistributedDataParallel", None)  # (the resolution is cached: forget what the test saw)
+
+
+def test_distributed_data_parallel_without_ember_distributed(no_cached_ddp):
+    no_cached_ddp.setitem(sys.modules, "ember.distributed", None)
     from ember.nn.parallel import DistributedDataParallel
     assert "DistributedDataParallel" in parallel.__all__
     with pytest.raises(AttributeError, match="ember-distributed: pip install ember-distributed"):
         DistributedDataParallel(Net())
 
 
-def test_distributed_data_parallel_resolved_from_ember_distributed(monkeypatch):
+def test_distributed_data_parallel_of_an_ember_distributed_without_it(no_cached_ddp):
+    no_cached_ddp.setitem(sys.modules, "ember.distributed", types.ModuleType("ember.distributed"))
+    with pytest.raises(NotImplementedError, match="does not provide DistributedDataParallel yet"):
+        parallel.DistributedDataParallel(Net())
+
+
+def test_distributed_data_parallel_resolved_from_ember_distributed(no_cached_ddp):
     class FakeDDP(nn.Module):
         def __init__(self, module):
             super().__init__()
             self.module = module
 
     fake = types.ModuleType("ember.distributed")
+    no_cached_ddp.setitem(sys.modules, "ember.distributed", fake)
+    placeholder = parallel.DistributedDataParallel  # (imported before ember-distributed provides it)
     fake.DistributedDataParallel = FakeDDP
-    monkeypatch.setitem(sys.modules, "ember.distributed", fake)
-    monkeypatch.delitem(vars(parallel), "DistributedDataParallel", raising=False)
-    try:
-        assert parallel.DistributedDataParallel is FakeDDP
-        assert isinstance(parallel.DistributedDataParallel(Net()).module, Net)
-    finally:
-        vars(parallel).pop("DistributedDataParallel", None)  # (the resolution is cached: forget the fake)
+    assert isinstance(placeholder(Net()), FakeDDP)  # (the placeholder looks again when constructed)
+    assert parallel.DistributedDataParallel is FakeDDP
+    assert isinstance(parallel.DistributedDataParallel(Net()).module, Net)
 
 
 def test_package_is_extensible():

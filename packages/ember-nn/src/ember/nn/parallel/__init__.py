@@ -21,7 +21,9 @@ __all__ = ["replicate", "scatter", "parallel_apply", "gather", "data_parallel", 
 
 
 def _distributed_data_parallel():
-    """ember-distributed's DistributedDataParallel, or None when it is not installed."""
+    """ember-distributed's DistributedDataParallel; None when ember-distributed is not installed, False when it is
+    but provides none."""
+    installed = False
     for name in (f"{__name__}.distributed", "ember.distributed"):
         try:
             module = importlib.import_module(name)
@@ -29,26 +31,34 @@ def _distributed_data_parallel():
             if e.name not in (name, "ember.distributed"):  # (a missing dependency of an installed package: say so)
                 raise
             continue
+        installed = installed or name == "ember.distributed"
         found = getattr(module, "DistributedDataParallel", None)
         if found is not None:
             return found
-    return None
+    return False if installed else None
 
 
 class _MissingDistributedDataParallel:
-    """Stands for DistributedDataParallel while ember-distributed is not installed: importing it works (as in
-    PyTorch), constructing it names the package."""
+    """Stands for DistributedDataParallel while ember-distributed does not provide it: importing it works (as in
+    PyTorch); constructing it looks again, and names the package when it is still missing."""
 
     def __new__(cls, *args, **kwargs):
+        found = _distributed_data_parallel()
+        if found:
+            return found(*args, **kwargs)
+        if found is False:
+            raise NotImplementedError("ember.nn.parallel.DistributedDataParallel: the installed ember-distributed "
+                                      "does not provide DistributedDataParallel yet")
         from ember._extensions import missing
         raise missing("class", "ember.nn.parallel.DistributedDataParallel", "ember-distributed")
 
 
 def __getattr__(name):
     if name == "DistributedDataParallel":
-        found = _distributed_data_parallel() or _MissingDistributedDataParallel
-        if found is not _MissingDistributedDataParallel:
-            globals()[name] = found  # (resolved once: later lookups are plain attribute reads)
+        found = _distributed_data_parallel()
+        if not found:
+            return _MissingDistributedDataParallel
+        globals()[name] = found  # (resolved once: later lookups are plain attribute reads)
         return found
     from ember._extensions import lazy_submodule
     return lazy_submodule(__name__, name)
