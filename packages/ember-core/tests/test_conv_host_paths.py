@@ -85,10 +85,10 @@ def test_winograd_matches_float64_torch(case, dtype, tol):
 @needs_autograd
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
 def test_winograd_through_conv2d_matches_torch(dtype, monkeypatch):
-    """conv2d and its backward take the Winograd path for 3x3 kernels with stride 1 and 16 channels or more."""
+    """conv2d and its backward take the Winograd path for 3x3 kernels with stride 1 and 32 channels or more."""
     monkeypatch.setattr(_winograd, "MIN_WORK", 0)
     rng = np.random.default_rng(3)
-    x, w, b = _case(rng, 4, 32, 16, 9, 8, (3, 3), np.float64)
+    x, w, b = _case(rng, 4, 32, 48, 9, 8, (3, 3), np.float64)
     assert conv._host_paths(np, x.astype(np.float32), w.astype(np.float32), (1, 1), (1, 1), 1)[0]
     results = []
     for lib in (torch, ember):
@@ -118,7 +118,7 @@ def test_non_finite_values_stay_where_direct_sums_leave_them(where, value, monke
     not finite: the product counts the zero padding, 0 x inf is NaN at the borders, torch's kernel leaves it out)."""
     monkeypatch.setattr(_winograd, "MIN_WORK", 0)
     rng = np.random.default_rng(5)
-    x, w, b = _case(rng, 2, 16, 16, 12, 12, (3, 3), np.float64)
+    x, w, b = _case(rng, 2, 32, 32, 12, 12, (3, 3), np.float64)
     {"input": x[1, 3], "weight": w[2, 5], "bias": b[4:]}[where].reshape(-1)[:1] = value
     got = _conv_results(ember, x, w, b)
     monkeypatch.setattr(_winograd, "usable", lambda *args: False)
@@ -148,7 +148,10 @@ CHANNELS_LAST = [
 
 @pytest.mark.parametrize("dtype, tol", [(np.float32, 1e-5), (np.float64, 1e-13)], ids=["float32", "float64"])
 @pytest.mark.parametrize("case", CHANNELS_LAST, ids=str)
-def test_channels_last_matches_torch(case, dtype, tol):
+def test_channels_last_matches_torch(case, dtype, tol, monkeypatch):
+    """Forward, input gradient (by the flipped kernels at stride 1, else by col2im, here for any channel count)
+    and weight gradient (from window rows at stride 1 down the rows, else from whole windows)."""
+    monkeypatch.setattr(_channels_last, "MIN_SCATTER", 1)
     N, C, O, H, W, kernel, stride, padding, dilation = case
     rng = np.random.default_rng(N + C + H)
     x, w, b = _case(rng, N, C, O, H, W, kernel, dtype)
@@ -159,10 +162,24 @@ def test_channels_last_matches_torch(case, dtype, tol):
     got_x, got_w = _channels_last.grads(g, x, w, stride, pads, dilation, True, True)
     _assert_close(got_x, gx, tol)
     _assert_close(got_w, gw, tol)
+    _assert_close(_channels_last.grads(g, x, w, stride, pads, dilation, False, True)[1], gw, tol)
+
+
+def test_channels_last_input_gradient_left_to_col2im_batch_first():
+    """Strided with few channels, or stride 1 with infinite kernels: no input gradient (conv2d's batch-first
+    col2im computes it)."""
+    rng = np.random.default_rng(4)
+    x, w, _ = _case(rng, 2, 16, 8, 9, 9, (3, 3), np.float64)
+    g = rng.standard_normal((2, 8, 5, 5))
+    assert _channels_last.grads(g, x, w, (2, 2), ((1, 1), (1, 1)), (1, 1), True, False) == (None, None)
+    w[0, 0, 0, 0] = np.inf
+    g = rng.standard_normal((2, 8, 9, 9))
+    assert _channels_last.grads(g, x, w, (1, 1), ((1, 1), (1, 1)), (1, 1), True, False) == (None, None)
 
 
 @pytest.mark.parametrize("shape, kernel, stride, groups, want", [
     ((32, 64, 16, 16), (3, 3), (1, 1), 1, (True, True)),
+    ((32, 16, 32, 32), (3, 3), (1, 1), 1, (False, True)),  # few channels for Winograd's maps to pay
     ((16, 64, 8, 8), (3, 3), (1, 1), 1, (False, True)),   # too little work for Winograd's fixed costs
     ((64, 64, 8, 8), (3, 3), (2, 2), 1, (False, True)),
     ((8, 64, 8, 8), (3, 3), (2, 2), 1, (False, False)),   # too few rows for channels-last
@@ -173,7 +190,7 @@ def test_channels_last_matches_torch(case, dtype, tol):
     ((2, 64, 8), (3,), (1,), 1, (False, False)),          # 1-d
 ])
 def test_host_paths_chosen(shape, kernel, stride, groups, want):
-    x, w = np.zeros(shape, np.float32), np.zeros((16, shape[1] // groups) + kernel, np.float32)
+    x, w = np.zeros(shape, np.float32), np.zeros((64, shape[1] // groups) + kernel, np.float32)
     assert conv._host_paths(np, x, w, stride, (1,) * len(kernel), groups) == want
     assert conv._host_paths(np, x.astype(np.int64), w.astype(np.int64), stride, (1,) * len(kernel), groups) == \
         (False, False)
@@ -237,6 +254,7 @@ def test_chunks_raise_a_workers_error():
 def test_results_do_not_depend_on_chunks(chunk_bytes, workers, monkeypatch):
     monkeypatch.setattr(_parallel, "WORKERS", workers)
     monkeypatch.setattr(_channels_last, "SPLIT_MIN", 0)
+    monkeypatch.setattr(_channels_last, "MIN_SCATTER", 1)
     monkeypatch.setattr(_channels_last, "CHUNK_BYTES", chunk_bytes)
     rng = np.random.default_rng(9)
     for O, H in ((16, 16), (64, 4)):  # Winograd by image chunks, then by blocks of output channels

@@ -6,6 +6,11 @@ values, the product's result is the output channels-last, and the adding back of
 whole channel vectors too. Each image is transposed once on the way in and once on the way out (OpenBLAS's
 omatcopy, ``_blas.transpose``).
 
+With stride 1 down the rows, the columns hold one window row per pixel of every padded row (kernel width x C
+values, not kernel height times that): kernel row i's products read them i rows further on, a view, and add up
+(the output then has rows for every padded row, the last ones unused). With stride 1 both ways the input gradient
+is the convolution of the output gradient by the flipped kernels, computed the same way, with no col2im.
+
 The batch is processed in chunks of images whose columns fit in a core's cache; on several cores each takes the
 next chunk while OpenBLAS computes single-threaded (``chunks``): the products of a chunk are too small for
 OpenBLAS's own threads to pay, and the copies between them would run on one core.
@@ -142,6 +147,48 @@ def _kernel_rows(w, b=None):
     return m
 
 
+def _row_columns(x, kw, Wo, sw, dw, pads, ones):
+    """The window rows of ``x`` (N, C, H, W) padded by ``pads`` to (N, Hp, Wp, C): (N Hp Wo + spare, kw C) (and a
+    column of ones with ``ones``), the spare rows zero (what the last kernel rows read past the last image)."""
+    P = padded(x, pads)
+    N, Hp, _, C = P.shape
+    s = P.strides
+    view = np.lib.stride_tricks.as_strided(P, (N, Hp, Wo, kw, C), (s[0], s[1], s[2] * sw, s[2] * dw, s[3]))
+    R, K = N * Hp * Wo, kw * C
+    cols = np.empty((R + Hp * Wo, K + ones), x.dtype)
+    np.copyto(cols[:R, :K].reshape(view.shape), view)
+    cols[R:] = 0
+    if ones:
+        cols[:R, K] = 1
+    return cols
+
+
+def _row_kernels(w, b=None):
+    """The kernels ``w`` (O, C, kh, kw) as (kh, kw C (+ the bias, in kernel row 0 only), O)."""
+    O, C, kh, kw = w.shape
+    m = _kernel_rows(w).reshape(kh, kw * C, O)
+    if b is None:
+        return m
+    m1 = np.zeros((kh, kw * C + 1, O), w.dtype)
+    m1[:, :-1] = m
+    m1[0, -1] = b
+    return m1
+
+
+def _kernels_of_rows(m, shape):
+    """Kernel rows ``m`` (kh kw C, O) (see ``_kernel_rows``) as kernels of ``shape`` (O, C, kh, kw)."""
+    O, C, kh, kw = shape
+    t = _blas.transpose(m[None], np.empty((1, O, kh * kw * C), m.dtype)).reshape(O, kh * kw, C)
+    return _blas.transpose(t, np.empty((O, C, kh * kw), m.dtype)).reshape(shape)
+
+
+def _flipped(pads, kernel, dilation):
+    """The padding of the convolution by the flipped kernels that gives the input gradient of a stride-1 one (None
+    where it would be negative: padding beyond the kernel's reach)."""
+    r = tuple((d * (k - 1) - lo, d * (k - 1) - hi) for (lo, hi), k, d in zip(pads, kernel, dilation))
+    return r if min(min(p) for p in r) >= 0 else None
+
+
 def output_size(x, w, stride, pads, dilation):
     return tuple((s + lo + hi - d * (k - 1) - 1) // st + 1
                  for s, (lo, hi), d, k, st in zip(x.shape[2:], pads, dilation, w.shape[2:], stride))
@@ -149,55 +196,98 @@ def output_size(x, w, stride, pads, dilation):
 
 def conv(x, w, b, stride, pads, dilation):
     """Convolution of ``x`` (N, C, H, W) by ``w`` (O, C, kh, kw) plus ``b`` (or None)."""
-    N, C = x.shape[:2]
-    O, kernel = w.shape[0], w.shape[2:]
-    out_size = output_size(x, w, stride, pads, dilation)
+    N, C, H, _ = x.shape
+    O, (kh, kw) = w.shape[0], w.shape[2:]
+    Ho, Wo = out_size = output_size(x, w, stride, pads, dilation)
     out = np.empty((N, O) + out_size, x.dtype)
+    K, Q = kh * kw * C, Ho * Wo
+    if stride[0] == 1:
+        m = _row_kernels(w, b)
+        Hp, step = H + sum(pads[0]), dilation[0] * Wo
+
+        def chunk(a, z, _):
+            cols, R = _row_columns(x[a:z], kw, Wo, stride[1], dilation[1], pads, b is not None), (z - a) * Hp * Wo
+            y = np.empty((R, O), x.dtype)
+            for i in range(kh):
+                _blas.gemm(cols[i * step:i * step + R], m[i], y, i > 0)
+            _blas.transpose(y.reshape(z - a, Hp * Wo, O)[:, :Q], out[a:z].reshape(z - a, O, Q))
+
+        chunks(chunk, N, per_chunk(Hp * Wo * kw * C * x.dtype.itemsize, Q, O), N * Q * K * O)
+        return out
     m = _kernel_rows(w, b)
 
     def chunk(a, z, _):
-        y = _columns(x[a:z], kernel, out_size, stride, pads, dilation, b is not None) @ m
+        y = _columns(x[a:z], (kh, kw), out_size, stride, pads, dilation, b is not None) @ m
         to_channels_first(y.reshape((z - a,) + out_size + (O,)), out[a:z])
 
-    Q = out_size[0] * out_size[1]
-    chunks(chunk, N, per_chunk(Q * m.shape[0] * x.dtype.itemsize, Q, O), N * Q * m.shape[0] * O)
+    chunks(chunk, N, per_chunk(Q * m.shape[0] * x.dtype.itemsize, Q, O), N * Q * K * O)
     return out
 
 
-def grads(g, x, w, stride, pads, dilation, need_input, need_weight):
+def grads(g, x, w, stride, pads, dilation, need_input, need_weight, rows=True):
     """(input gradient, weight gradient) of ``conv`` at ``x``, ``w`` for the output gradient ``g``, None for what
-    is not needed."""
+    is not needed, and for the input gradient where neither way fits: the convolution of ``g`` by the flipped
+    kernels (stride 1, padding within the kernels' reach, finite kernels: the zero padding of ``g`` would meet an
+    infinite one), or col2im with ``MIN_SCATTER`` channels or more. The weight gradient alone comes from window
+    rows where the stride down the rows is 1 (and ``rows``); as there the unused output rows meet input values
+    (zero times infinity is NaN), a result that is not finite is computed again from whole windows."""
     N, C, H, W = x.shape
     O, kernel = w.shape[0], w.shape[2:]
-    out_size = g.shape[2:]
-    (t, b), (l, r) = pads
+    (kh, kw), (Ho, Wo) = kernel, g.shape[2:]
+    gx = gw = None
+    if need_input and tuple(stride) == (1, 1) and _flipped(pads, kernel, dilation) and np.isfinite(w.sum()):
+        gx = conv(g, w.transpose(1, 0, 2, 3)[:, :, ::-1, ::-1], None, (1, 1), _flipped(pads, kernel, dilation),
+                  dilation)
+        need_input = False
+    need_input = need_input and C >= MIN_SCATTER
+    if not (need_input or need_weight):
+        return gx, None
     m = _kernel_rows(w) if need_input else None
-    gx = np.empty(x.shape, x.dtype) if need_input else None
-    sums = [None] * _parallel.WORKERS  # each worker's weight gradient (kh kw C, O) over its chunks
+    if need_input:
+        gx = np.empty(x.shape, x.dtype)
+    sums = [None] * _parallel.WORKERS  # each worker's weight gradient over its chunks: (kh kw C, O) rows
+    rows = rows and stride[0] == 1 and not need_input
+    Hp, step = H + sum(pads[0]), dilation[0] * Wo
+
+    def accumulate(slot, a, b):
+        if sums[slot] is None:
+            sums[slot] = a @ b
+        else:
+            _blas.gemm(a, b, sums[slot], 1)
 
     def chunk(a, z, slot):
-        gl = to_channels_last(g[a:z]).reshape(-1, O)
-        if need_weight:
-            cols = _columns(x[a:z], kernel, out_size, stride, pads, dilation, False)
+        gl = to_channels_last(g[a:z])
+        if rows:
+            R = (z - a) * Hp * Wo
+            wide = np.zeros((z - a, Hp, Wo, O), x.dtype)  # (g on every padded row: the unused ones zero)
+            wide[:, :Ho] = gl
+            cols, wide = _row_columns(x[a:z], kw, Wo, stride[1], dilation[1], pads, False), wide.reshape(R, O)
             if sums[slot] is None:
-                sums[slot] = cols.T @ gl
-            else:
-                _blas.gemm(cols.T, gl, sums[slot], 1)
+                sums[slot] = np.zeros((kh, kw * C, O), x.dtype)
+            for i in range(kh):
+                _blas.gemm(cols[i * step:i * step + R].T, wide, sums[slot][i], 1)
+            return
+        gl = gl.reshape(-1, O)
+        if need_weight:
+            accumulate(slot, _columns(x[a:z], kernel, (Ho, Wo), stride, pads, dilation, False).T, gl)
         if need_input:
-            gcols = (gl @ m.T).reshape((z - a,) + out_size + kernel + (C,))
+            gcols = (gl @ m.T).reshape((z - a, Ho, Wo) + kernel + (C,))
+            (t, b), (l, r) = pads
             P = np.zeros((z - a, t + H + b, l + W + r, C), x.dtype)
-            for i, j in itertools.product(*map(range, kernel)):
+            for i, j in itertools.product(range(kh), range(kw)):
                 di, dj = i * dilation[0], j * dilation[1]
-                P[:, di:di + (out_size[0] - 1) * stride[0] + 1:stride[0],
-                  dj:dj + (out_size[1] - 1) * stride[1] + 1:stride[1]] += gcols[:, :, :, i, j]
+                P[:, di:di + (Ho - 1) * stride[0] + 1:stride[0],
+                  dj:dj + (Wo - 1) * stride[1] + 1:stride[1]] += gcols[:, :, :, i, j]
             from_padded(P, pads, gx[a:z])
 
-    K, Q = kernel[0] * kernel[1] * C, out_size[0] * out_size[1]
-    chunks(chunk, N, per_chunk(Q * K * x.dtype.itemsize, Q, O), N * Q * K * O * (need_input + need_weight))
-    gw = None
+    K, Q = kh * kw * C, Ho * Wo
+    image = (Hp * Wo * kw * C if rows else Q * K) * x.dtype.itemsize  # (the columns of an image)
+    chunks(chunk, N, per_chunk(image, Q, O), N * Q * K * O * (need_input + need_weight))
     if need_weight:
         total = [s for s in sums if s is not None]
         for s in total[1:]:
             total[0] += s
-        gw = np.ascontiguousarray(total[0].reshape(kernel + (C, O)).transpose(3, 2, 0, 1))
+        gw = _kernels_of_rows(total[0].reshape(K, O), w.shape)
+        if rows and not np.isfinite(gw.sum()):
+            gw = grads(g, x, w, stride, pads, dilation, False, True, False)[1]
     return gx, gw

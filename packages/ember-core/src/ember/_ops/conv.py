@@ -285,7 +285,7 @@ def _conv(xp, x, w, b, stride, pads, dilation, groups):
 
 def _host_paths(xp, x, w, stride, dilation, groups):
     """(Winograd, channels-last): which of the host's 2-d paths compute a convolution of batched ``x`` by ``w``.
-    Winograd's F(4x4, 3x3) for 3x3 kernels with stride 1, 16 channels or more in and out and work enough; else
+    Winograd's F(4x4, 3x3) for 3x3 kernels with stride 1, 32 channels or more in and out and work enough; else
     channels-last columns for strided convolutions (their window copies are strided in the batch-first layout) or
     16 input channels or more (runs of 16 values or more to copy), with rows enough (output pixels of the batch) for
     the kernels' reordering to pay, and not 1x1 kernels (batch-first, their columns are the input itself, the
@@ -300,8 +300,7 @@ def _host_paths(xp, x, w, stride, dilation, groups):
 
 def _host_grads(xp, g, x, w, stride, pads, dilation, groups, need_input, need_weight):
     """(input gradient, weight gradient) of a convolution as far as the host's 2-d paths (see ``_host_paths``)
-    compute them, None for the rest: channels-last adds column gradients back by channel vectors, so only with
-    ``_channels_last.MIN_SCATTER`` input channels or more."""
+    compute them, None for the rest (see ``_channels_last.grads``)."""
     winograd, channels_last = _host_paths(xp, x, w, stride, dilation, groups)
     if winograd:
         r = _winograd.grads(g, x, w, pads, need_input, need_weight)
@@ -309,7 +308,7 @@ def _host_grads(xp, g, x, w, stride, pads, dilation, groups, need_input, need_we
             return r
     if channels_last or winograd:
         return _channels_last.grads(g, x, w, stride, pads, dilation,
-                                    need_input and x.shape[1] >= _channels_last.MIN_SCATTER, need_weight)
+                                    need_input, need_weight)
     return None, None
 
 
