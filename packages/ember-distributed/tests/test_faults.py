@@ -33,6 +33,7 @@ def rank_dies(rank, world, victim, size):
     t = ember.ones(size)
     dist.all_reduce(t)  # everyone connected and working
     if rank == victim:
+        time.sleep(0.3)  # let its last messages leave (a crash loses what ZeroMQ had not sent yet)
         os._exit(3)
     first = _attempt(lambda: dist.all_reduce(ember.ones(size)))
     later = _attempt(lambda: dist.broadcast(ember.ones(2), 0))

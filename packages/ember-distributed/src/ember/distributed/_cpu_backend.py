@@ -116,12 +116,17 @@ class CPUBackend:
     def name(self):
         return "gloo"
 
-    def _check_peers(self, _q=None):
-        """Raise the error of a lost peer, if any (a collective waiting on one rank cannot end without all)."""
-        self.transport.poll()
-        gone = self.transport.gone()
-        if gone:
-            raise gone[min(gone)]
+    def _check_peers(self, q):
+        """Raise if rank ``q`` (awaited) is gone, or any rank failed (the collective cannot end without it; a rank
+        that closed cleanly had finished its part)."""
+        t = self.transport
+        t.poll()
+        err = t.peer_error(q)
+        if err is not None:
+            raise err
+        failed = t.failed()
+        if failed:
+            raise failed[min(failed)]
         if self._closed:
             raise DistBackendError(f"[Rank {self._rank}] the process group was destroyed during the call")
 
