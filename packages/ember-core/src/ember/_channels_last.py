@@ -62,6 +62,26 @@ def chunks(work, n, k, size):
                     job.result()
 
 
+def accumulate(sums, slot, a, b):
+    """``sums[slot] += a @ b`` for matrices or stacks of them (the first time ``sums[slot] = a @ b``): a worker's
+    sum over its chunks."""
+    if sums[slot] is None:
+        sums[slot] = np.matmul(a, b)
+    elif a.ndim == 2:
+        _blas.gemm(a, b, sums[slot], 1)
+    else:
+        for i in range(len(a)):
+            _blas.gemm(a[i], b[i], sums[slot][i], 1)
+
+
+def total(sums):
+    """The sum of the workers' arrays among ``sums`` (None where a worker made none)."""
+    sums = [s for s in sums if s is not None]
+    for s in sums[1:]:
+        sums[0] += s
+    return sums[0]
+
+
 def per_chunk(image_bytes, rows, products):
     """How many images make a chunk: about ``CHUNK_BYTES`` of columns (``image_bytes`` per image), but no fewer
     product rows (``rows`` per image) than ``products`` (the columns of the products' other operand: each chunk
@@ -249,12 +269,6 @@ def grads(g, x, w, stride, pads, dilation, need_input, need_weight, rows=True):
     rows = rows and stride[0] == 1 and not need_input
     Hp, step = H + sum(pads[0]), dilation[0] * Wo
 
-    def accumulate(slot, a, b):
-        if sums[slot] is None:
-            sums[slot] = a @ b
-        else:
-            _blas.gemm(a, b, sums[slot], 1)
-
     def chunk(a, z, slot):
         gl = to_channels_last(g[a:z])
         if rows:
@@ -269,7 +283,7 @@ def grads(g, x, w, stride, pads, dilation, need_input, need_weight, rows=True):
             return
         gl = gl.reshape(-1, O)
         if need_weight:
-            accumulate(slot, _columns(x[a:z], kernel, (Ho, Wo), stride, pads, dilation, False).T, gl)
+            accumulate(sums, slot, _columns(x[a:z], kernel, (Ho, Wo), stride, pads, dilation, False).T, gl)
         if need_input:
             gcols = (gl @ m.T).reshape((z - a, Ho, Wo) + kernel + (C,))
             (t, b), (l, r) = pads
@@ -284,10 +298,7 @@ def grads(g, x, w, stride, pads, dilation, need_input, need_weight, rows=True):
     image = (Hp * Wo * kw * C if rows else Q * K) * x.dtype.itemsize  # (the columns of an image)
     chunks(chunk, N, per_chunk(image, Q, O), N * Q * K * O * (need_input + need_weight))
     if need_weight:
-        total = [s for s in sums if s is not None]
-        for s in total[1:]:
-            total[0] += s
-        gw = _kernels_of_rows(total[0].reshape(K, O), w.shape)
+        gw = _kernels_of_rows(total(sums).reshape(K, O), w.shape)
         if rows and not np.isfinite(gw.sum()):
             gw = grads(g, x, w, stride, pads, dilation, False, True, False)[1]
     return gx, gw

@@ -19,7 +19,16 @@ from fractions import Fraction
 import numpy as np
 
 from . import _blas, _channels_last, _parallel
-from ._channels_last import chunks, from_padded, padded, per_chunk, to_channels_first, to_channels_last
+from ._channels_last import (
+    accumulate,
+    chunks,
+    from_padded,
+    padded,
+    per_chunk,
+    to_channels_first,
+    to_channels_last,
+    total,
+)
 
 _h, _3, _15 = Fraction(1, 2), Fraction(1, 3), Fraction(1, 15)
 # the 1-D maps of F(4, 3): outputs of products, kernel, input
@@ -167,23 +176,6 @@ def _weight_grad(dU, out):
     _blas.transpose(gw9[None], out.reshape(1, O * C, 9))
 
 
-def _accumulate(sums, slot, a, b):
-    """``sums[slot] += a @ b`` for stacks of matrices (the first time ``sums[slot] = a @ b``)."""
-    if sums[slot] is None:
-        sums[slot] = np.matmul(a, b)
-    else:
-        for i in range(len(a)):
-            _blas.gemm(a[i], b[i], sums[slot][i], 1)
-
-
-def _total(sums):
-    """The sum of the arrays among ``sums`` (None where no worker made one)."""
-    sums = [s for s in sums if s is not None]
-    for s in sums[1:]:
-        sums[0] += s
-    return sums[0]
-
-
 def grads(g, x, w, pads, need_input, need_weight):
     """(input gradient, weight gradient) of ``conv`` at ``x``, ``w`` for the output gradient ``g``, None for what
     is not needed; None where a result is not finite."""
@@ -203,26 +195,26 @@ def grads(g, x, w, pads, need_input, need_weight):
             def block(a, z, slot):
                 Ub, dMb = _weights(w[a:z]), dM[:, :, a:z]
                 if need_input:
-                    _accumulate(sums, slot, dMb, Ub)
+                    accumulate(sums, slot, dMb, Ub)
                 if need_weight:
                     _weight_grad(np.matmul(dMb.transpose(0, 2, 1), V), gw[a:z])
 
             chunks(block, O, per_chunk(36 * C * x.dtype.itemsize, 1, 1), size)
             if need_input:
-                _input_grad(_total(sums), pads, TH, TW, gx)
+                _input_grad(total(sums), pads, TH, TW, gx)
         else:
             U = _weights(w) if need_input else None
 
             def chunk(a, z, slot):
                 dM = _output_grad(g[a:z], TH, TW)
                 if need_weight:
-                    _accumulate(sums, slot, dM.transpose(0, 2, 1), _input(x[a:z], pads, TH, TW))
+                    accumulate(sums, slot, dM.transpose(0, 2, 1), _input(x[a:z], pads, TH, TW))
                 if need_input:
                     _input_grad(np.matmul(dM, U), pads, TH, TW, gx[a:z])
 
             chunks(chunk, N, per_chunk(36 * TH * TW * max(C, O) * x.dtype.itemsize, TH * TW, O), size)
             if need_weight:
-                _weight_grad(_total(sums), gw)
+                _weight_grad(total(sums), gw)
     for r in (gx, gw):
         if r is not None and not np.isfinite(r.sum()):
             return None
