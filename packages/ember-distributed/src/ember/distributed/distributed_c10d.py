@@ -111,6 +111,11 @@ def get_default_backend_for_device(device):
     return backend
 
 
+# the backends named by PyTorch (and "cpu"): made by ember's registry (_backends) when it has them
+_BUILT_IN = {Backend.GLOO: "Gloo", Backend.CPU: "the CPU backend", Backend.NCCL: "NCCL", Backend.UCC: "UCC",
+             Backend.MPI: "MPI", Backend.XCCL: "XCCL"}
+
+
 def is_gloo_available():
     return _backends.available("gloo")
 
@@ -443,10 +448,6 @@ class _BackendOptions:
     def __init__(self, store, group_rank, group_size, timeout, group_id, global_ranks_in_group):
         self.store, self.group_rank, self.group_size, self.timeout = store, group_rank, group_size, timeout
         self.group_id, self.global_ranks_in_group = group_id, global_ranks_in_group
-
-
-_BUILT_IN = {Backend.GLOO: "Gloo", Backend.CPU: "the CPU backend", Backend.NCCL: "NCCL", Backend.UCC: "UCC",
-                Backend.MPI: "MPI", Backend.XCCL: "XCCL"}
 
 
 def _create_backend(name, store, rank, size, timeout, global_ranks, group_name, options):
