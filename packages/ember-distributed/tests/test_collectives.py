@@ -478,3 +478,33 @@ def test_beyond_gloo(ranks):
         want = np.zeros((4, 4), np.float32)
         want[:, 1] = 3
         np.testing.assert_array_equal(v, want)
+
+
+class _DeviceArray:
+    """Stands in for a CuPy array: the CPU backend stages it through host memory (get, then set)."""
+
+    def __init__(self, values):
+        self._values = np.array(values)
+        self.dtype, self.shape, self.size, self.ndim = self._values.dtype, self._values.shape, self._values.size, 1
+        self.flags = self._values.flags
+        self.sets = 0
+
+    def get(self):
+        return self._values.copy()
+
+    def set(self, host):
+        self._values[...] = host
+        self.sets += 1
+
+
+def test_device_tensors_are_staged_through_host_memory():
+    import ember
+    from ember.distributed._cpu_backend import _Host
+    dev = _DeviceArray(np.arange(4, dtype=np.float32))
+    t = ember.Tensor._wrap(dev)
+    h = _Host(t)
+    assert type(h.array) is np.ndarray and h.array.tolist() == [0, 1, 2, 3]
+    h.array *= 2  # what a collective does to the host copy
+    version = t._version[0]
+    h.written()
+    assert dev.sets == 1 and dev._values.tolist() == [0, 2, 4, 6] and t._version[0] == version + 1

@@ -68,6 +68,8 @@ class _Host:
         if s is not None:
             if type(s) is np.ndarray:
                 np.copyto(s, self.array.reshape(s.shape))
+            elif s.flags.c_contiguous:  # CuPy: host to device
+                s.set(self.array.reshape(s.shape))
             else:
                 import cupy
                 s[...] = cupy.asarray(self.array.reshape(s.shape))

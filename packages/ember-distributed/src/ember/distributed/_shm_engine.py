@@ -55,6 +55,7 @@ class ShmEngine:
         _transport._store_barrier(store, f"{key}ready/", rank, size)  # all mapped before anyone may close
         self.phase = 0
         self.epoch = 0
+        self._last = (None, b"")  # the descriptor last written and its bytes
         self._starts = [0, 0]  # phase count when the last two epochs began
         self.deadline = float("inf")
 
@@ -98,20 +99,26 @@ class ShmEngine:
         d = self._descs[self.rank][h]
         d[:4] = np.frombuffer(np.uint32(len(b)).tobytes(), np.uint8)
         d[4:4 + len(b)] = np.frombuffer(b, np.uint8)
+        self._last = (sig, b)
+
+    def _raw_desc(self, q, h):
+        d = self._descs[q][h]
+        return d[4:4 + int(d[:4].view(np.uint32)[0])].tobytes()
 
     def _get_desc(self, q, h):
-        d = self._descs[q][h]
-        n = int(d[:4].view(np.uint32)[0])
-        return pickle.loads(d[4:4 + n].tobytes())
+        return pickle.loads(self._raw_desc(q, h))
 
     def _agree(self, h, sig, mismatch):
-        """Compare every rank's descriptor with ``sig`` (after the first phase); ``mismatch(q, their)`` is the
-        error to raise (the same on every rank: the lowest disagreeing rank against rank 0)."""
+        """Compare every rank's descriptor with ``sig`` (after the first phase: their bytes, unpickled only when
+        they differ); ``mismatch(sigs, q)`` is the error to raise (the same on every rank: the lowest rank that
+        disagrees with rank 0)."""
+        mine = self._last[1] if self._last[0] is sig else pickle.dumps(sig, protocol=5)
+        if all(q == self.rank or self._raw_desc(q, h) == mine for q in range(self.size)):
+            return
         sigs = [sig if q == self.rank else self._get_desc(q, h) for q in range(self.size)]
         for q in range(1, self.size):
             if sigs[q] != sigs[0]:
                 raise mismatch(sigs, q)
-        return sigs
 
     def _typed(self, q, h, dtype, n, offset=0):
         return self._data[q][h][offset:offset + n * dtype.itemsize].view(dtype)
