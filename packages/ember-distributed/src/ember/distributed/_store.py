@@ -679,7 +679,13 @@ class _TCPServer:
         if waiter.ms <= 0:
             self._time_out(waiter)
             return
-        index.setdefault(name, deque()).append(waiter)
+        bucket = index.get(name)
+        if bucket is None:
+            bucket = index[name] = deque()
+        elif len(bucket) >= 8 and not len(bucket) & (len(bucket) - 1):
+            # at sizes 8, 16, 32...: drop the waiters answered or timed out (amortised; keeps the order)
+            bucket = index[name] = deque(w for w in bucket if not (w.done or w.peer.closed))
+        bucket.append(waiter)
         self.seq += 1
         heapq.heappush(self.timers, (time.monotonic() + waiter.ms / 1000, self.seq, waiter))
 
@@ -693,7 +699,7 @@ class _TCPServer:
     def _time_out(self, w):
         w.done = True
         if w.op == _WAIT_WORKERS:
-            self._reply(w.peer, _TIMEOUT, f"Timed out after {w.ms // 1000} seconds waiting for clients. "
+            self._reply(w.peer, _TIMEOUT, f"Timed out after {-(-w.ms // 1000)} seconds waiting for clients. "
                                           f"{self.joined or 0}/{w.need} clients joined.")
         elif w.op == _BARRIER:
             self._reply(w.peer, _TIMEOUT, f"barrier timeout after {w.ms}ms, key: {w.keys}")
@@ -939,12 +945,16 @@ class TCPStore(Store):
         self._idle = []  # open connections not in use (a caller takes one; concurrent callers open more)
         self._released = False
         weakref.finalize(self, _close_connections, self._idle)
-        self._idle.append(self._connect(retry=True))
-        if world_size is not None and wait_for_workers:
-            self._call((_JOIN,))
-            if is_master:
-                ms = _ms(self._timeout)
-                self._call((_WAIT_WORKERS, world_size, ms), ms)
+        try:
+            self._idle.append(self._connect(retry=True))
+            if world_size is not None and wait_for_workers:
+                self._call((_JOIN,))
+                if is_master:
+                    ms = _ms(self._timeout)
+                    self._call((_WAIT_WORKERS, world_size, ms), ms)
+        except BaseException:
+            self._release()  # now: the traceback keeps this half-made store alive, its port must not stay taken
+            raise
 
     def _connect(self, retry, end=None):
         """A new connection; with ``retry``, attempts go on until ``end`` (monotonic; default: the timeout)."""

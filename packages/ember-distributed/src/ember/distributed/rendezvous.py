@@ -77,7 +77,11 @@ def _c10d_store(host, port, rank, world_size, timeout, use_libuv):
         return TCPStore(host, port, world_size, False, timeout)
     store = TCPStore(host, port, world_size, rank == 0, timeout, wait_for_workers=False, multi_tenant=True,
                      use_libuv=use_libuv)
-    store._join(world_size)
+    try:
+        store._join(world_size)
+    except BaseException:
+        store._release()  # now (the traceback keeps the store alive): a new attempt may bind the port again
+        raise
     return store
 
 
