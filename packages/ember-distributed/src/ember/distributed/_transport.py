@@ -521,6 +521,11 @@ class Transport:
         for p, d in self._dealers.items():
             d.close(0 if p in self._gone else 1000)
         self._router.close(0)
+        segments = [*(b.segment for b in self._outboxes.values()), *(seg for _, seg, _ in self._inboxes.values()),
+                    *self._peer_controls.values(), *([self._control] if self._control is not None else [])]
+        self._inboxes.clear()
+        for seg in segments:
+            seg.close()
 
 
 def _store_barrier(store, prefix, rank, size):
