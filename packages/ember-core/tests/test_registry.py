@@ -240,3 +240,24 @@ def test_inplace_ufunc_writes_into_the_target(dtype):
     if dtype == "int64":
         with pytest.raises(RuntimeError, match="can't be cast"):
             e.mul_(1.5)
+
+
+@pytest.mark.parametrize("call", [
+    lambda m, a, b: a.add_(-2, b), lambda m, a, b: a.sub_(0.5, b), lambda m, a, b: a.addcmul_(2, b, b),
+    lambda m, a, b: a.addcdiv_(3, b, b + 1), lambda m, a, b: m.addcmul(a, 0.5, b, b),
+    lambda m, a, b: m.addcdiv(a, -1, b, b + 2)])
+def test_deprecated_scalar_first_overloads_as_torch(call):
+    # older programs (word_language_model's SGD by hand, optimisers written before 1.5) still call these
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # (PyTorch warns once per process)
+        expected = call(torch, torch.ones(3), torch.arange(3.0)).tolist()
+    with pytest.warns(UserWarning, match="This overload of .* is deprecated"):
+        assert call(ember, ember.ones(3), ember.arange(3.0)).tolist() == expected
+
+
+def test_scalar_first_refused_where_torch_has_no_such_overload():
+    for m in (torch, ember):
+        with pytest.raises(TypeError):
+            m.ones(3).mul_(2, m.ones(3))
+        with pytest.raises(TypeError):
+            m.ones(3).add_(m.ones(3), m.ones(3))

@@ -419,6 +419,22 @@ def _elementwise_slow(op, operands, kwargs, out, mode):
         return SPARSE[0](op, operands, kwargs, out, mode)
 
 
+def _scalar_first(op, suffix, args, kwargs, n):
+    """PyTorch's deprecated overloads that take the scalar first (``add_(alpha, other)``, ``addcmul_(value, t1,
+    t2)``, ``torch.addcdiv(input, value, t1, t2)``), still common in older programs: ``args`` (the arguments after
+    the input) back to ``n`` operands and the scalar as the op's keyword (``op.scalar_first_kw``)."""
+    key = getattr(op, "scalar_first_kw", None)  # (add_ only: not every binary op has the overload)
+    if key is None or len(args) != n + 1 or not isinstance(args[0], (int, float, bool)) or key in kwargs:
+        given = ", ".join(type(a).__name__ for a in args)
+        raise TypeError(f"{op.name}{suffix}() received an invalid combination of arguments - got ({given})")
+    scalar_name = "alpha" if key == "alpha" else "value"
+    operands = ", ".join(["Tensor other"] if n == 1 else ["Tensor tensor1", "Tensor tensor2"])
+    warnings.warn(f"This overload of {op.name}{suffix} is deprecated:\n\t{op.name}{suffix}(Number {scalar_name}, "
+                  f"{operands})\nConsider using one of the following signatures instead:\n\t{op.name}{suffix}("
+                  f"{operands}, *, Number {scalar_name} = 1)", UserWarning, stacklevel=3)
+    return tuple(args[1:]), {**kwargs, key: args[0]}
+
+
 def _make_elementwise(op, arity):
     impl = op.impl
     fast = op.fast = _fast_dtypes(op)
@@ -458,13 +474,23 @@ def _make_elementwise(op, arity):
                     return RECORD[0](op, (input, other), kwargs, r) if input._rg else r
             return _elementwise_slow(op, (input, other), kwargs, out, "out")
 
-        def inplace(self, other, **kwargs):
+        def inplace(self, other, *more, **kwargs):
+            if more:
+                (other,), kwargs = _scalar_first(op, "_", (other,) + more, kwargs, 1)
             return _elementwise_slow(op, (self, other), kwargs, None, "inplace")
     else:
+        # (the operands of the implementation itself, under a decorator such as arithmetic.quiet)
+        n = getattr(op.impl, "__wrapped__", op.impl).__code__.co_argcount - 1
+
         def fn(*operands, out=None, **kwargs):
+            if len(operands) > n and hasattr(op, "scalar_first_kw"):
+                rest, kwargs = _scalar_first(op, "", operands[1:], kwargs, n - 1)
+                operands = operands[:1] + rest
             return _elementwise_slow(op, operands, kwargs, out, "out")
 
         def inplace(self, *operands, **kwargs):
+            if len(operands) >= n and hasattr(op, "scalar_first_kw"):
+                operands, kwargs = _scalar_first(op, "_", operands, kwargs, n - 1)
             return _elementwise_slow(op, (self,) + operands, kwargs, None, "inplace")
     op.inplace_fn = inplace
     return fn

@@ -95,6 +95,7 @@ def sub(xp, a, b, *, alpha=1):
 
 
 add.into, sub.into = _scaled_into(np.add), _scaled_into(np.subtract)
+add.scalar_first_kw = sub.scalar_first_kw = "alpha"  # the deprecated add_(alpha, other) (see _registry)
 
 
 @sub.vjp

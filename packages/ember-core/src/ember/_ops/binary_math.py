@@ -376,6 +376,9 @@ def addcdiv(xp, a, b, c, *, value=1):
     return a + v * b / c if r is None else r
 
 
+addcmul.scalar_first_kw = addcdiv.scalar_first_kw = "value"  # the deprecated addcmul_(value, t1, t2)
+
+
 @addcdiv.vjp
 def _(ctx, g):
     a, b, c = ctx.args
