@@ -1,0 +1,63 @@
+"""Helpers shared by the distributions: broadcasting parameters, probabilities <-> logits, cached properties."""
+import numbers
+
+import ember
+import ember.nn.functional as F
+
+__all__ = ["broadcast_all", "clamp_probs", "lazy_property", "logits_to_probs", "probs_to_logits"]
+
+
+def broadcast_all(*values):
+    """Tensors and numbers broadcast to one shape; numbers become tensors of the first tensor's dtype (or the
+    default dtype)."""
+    if not all(isinstance(v, (ember.Tensor, numbers.Number)) for v in values):
+        raise ValueError("Input arguments must all be instances of numbers.Number, torch.Tensor or objects "
+                         "implementing __torch_function__.")
+    tensors = [v for v in values if isinstance(v, ember.Tensor)]
+    if len(tensors) < len(values):
+        like = tensors[0] if tensors else None
+        opts = {"dtype": like.dtype if like is not None else ember.get_default_dtype(),
+                "device": like.device if like is not None else None}
+        values = [v if isinstance(v, ember.Tensor) else ember.tensor(v, **opts) for v in values]
+    return ember.broadcast_tensors(*values)
+
+
+def _standard_normal(shape, dtype, device):
+    return ember.empty(shape, dtype=dtype, device=device).normal_()
+
+
+def _sum_rightmost(value, dim):
+    return value.reshape(value.shape[:value.dim() - dim] + (-1,)).sum(-1) if dim else value
+
+
+def clamp_probs(probs):
+    """Probabilities kept one machine epsilon away from 0 and 1, so that their logarithms stay finite."""
+    eps = ember.finfo(probs.dtype).eps
+    return probs.clamp(min=eps, max=1 - eps)
+
+
+def logits_to_probs(logits, is_binary=False):
+    return ember.sigmoid(logits) if is_binary else F.softmax(logits, dim=-1)
+
+
+def probs_to_logits(probs, is_binary=False):
+    p = clamp_probs(probs)
+    return ember.log(p) - ember.log1p(-p) if is_binary else ember.log(p)
+
+
+class lazy_property:
+    """Computed on first access (with gradients recorded, whatever the caller's grad mode) and then stored on the
+    instance, so that a distribution made from probabilities computes its logits only if asked."""
+
+    def __init__(self, wrapped):
+        self.wrapped = wrapped
+        self.__doc__ = wrapped.__doc__
+        self.__name__ = wrapped.__name__
+
+    def __get__(self, instance, obj_type=None):
+        if instance is None:
+            return self
+        with ember.enable_grad():
+            value = self.wrapped(instance)
+        instance.__dict__[self.wrapped.__name__] = value
+        return value
