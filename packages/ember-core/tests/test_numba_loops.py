@@ -177,3 +177,26 @@ def test_layer_norm_rows_match_torch(affine):
         results.append([y.detach().numpy(), t.grad.numpy()] + [p.grad.numpy() for p in params if p is not None])
     for got, want in zip(*results):
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+@needs_autograd
+def test_row_loops_split_over_threads_bit_identical(monkeypatch):
+    """The halves of the rows on two threads give the values of one thread (layer norm's parameter gradients too:
+    both halves are summed either way)."""
+    x = _rows_input()
+    w = np.linspace(0.5, 2, 64, dtype=np.float32)
+
+    def run():
+        out = []
+        for fn in (lambda t: ember.softmax(t, -1), lambda t: ember.log_softmax(t, -1),
+                   lambda t, p=ember.tensor(w, requires_grad=True): ember.nn.functional.layer_norm(t, (64,), p, p)):
+            t = ember.tensor(np.nan_to_num(x), requires_grad=True)
+            y = fn(t)
+            y.backward(ember.ones_like(y))
+            out += [y.detach().numpy(), t.grad.numpy()]
+        return out
+    monkeypatch.setattr(_loops, "ROWS_SPLIT_MIN", 1 << 40)
+    whole = run()
+    monkeypatch.setattr(_loops, "ROWS_SPLIT_MIN", 1)
+    for a, b in zip(whole, run()):
+        np.testing.assert_array_equal(a, b)

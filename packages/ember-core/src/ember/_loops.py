@@ -134,15 +134,15 @@ def derivative_times(name, output, grad, out=None):
     return out
 
 
-# Elements from which row loops run over two halves of the rows on two threads (ember's pool)
-ROWS_SPLIT_MIN = 1 << 17
+# Elements from which row loops run over two halves of the rows on two threads (ember's pool), as NumPy's softmax
+ROWS_SPLIT_MIN = 1 << 18
 
 
 def rows(name, x, *more, out, scalars=(), halves=None):
     """Row loop ``name`` over the rows of float32 C-contiguous ``x`` and ``more`` (same leading shape), writing
     ``out``: ``name(x, *more, *scalars, out, *extra)``, ``extra`` from ``halves(k)`` for half k of the rows (per-half
     accumulators; both halves always, so results do not depend on threads). Large inputs run their halves on two
-    threads."""
+    threads, the caller taking back a half the pool has not started by the time it ends its own."""
     fn = getattr(loops(), name)
     n = x.shape[0]
 
@@ -159,5 +159,8 @@ def rows(name, x, *more, out, scalars=(), halves=None):
     else:
         job = _parallel.pool().submit(part, *spans[0])
         part(*spans[1])
-        job.result()
+        if job.cancel():  # not started: on a busy machine the pool's thread may get no CPU for milliseconds
+            part(*spans[0])
+        else:
+            job.result()
     return out
