@@ -6,6 +6,7 @@ import io
 import os
 import pickle
 import struct
+import warnings
 import zipfile
 
 import numpy as np
@@ -358,3 +359,28 @@ def test_plain_pickle_of_a_tensor():
     e, _ = _pair(D.bfloat16, (2, 3))
     out = pickle.loads(pickle.dumps(e[:, 1:]))
     assert out.dtype is ember.bfloat16 and out.tolist() == e[:, 1:].tolist()
+
+
+def test_weights_only_environment_variables_as_torch(monkeypatch):
+    # the array that time_sequence_prediction's generator saves: not loadable under weights_only=True
+    buf = io.BytesIO()
+    torch.save(np.arange(3.0), buf)
+    data = buf.getvalue()
+
+    def outcome(m, **kw):
+        try:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                r = m.load(io.BytesIO(data), **kw)
+            return "ok", r.tolist(), [str(w.message)[:60] for w in caught]
+        except Exception as e:  # noqa: BLE001 - the type is what is compared
+            return type(e).__name__
+
+    for env in ({}, {"TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "1"}, {"TORCH_FORCE_WEIGHTS_ONLY_LOAD": "yes"},
+                {"TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "1", "TORCH_FORCE_WEIGHTS_ONLY_LOAD": "1"}):
+        for name in ("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "TORCH_FORCE_WEIGHTS_ONLY_LOAD"):
+            monkeypatch.delenv(name, raising=False)
+        for name, value in env.items():
+            monkeypatch.setenv(name, value)
+        for kw in ({}, {"weights_only": False}, {"weights_only": True}):
+            assert outcome(ember, **kw) == outcome(torch, **kw), (env, kw)

@@ -17,6 +17,7 @@ import pickle
 import secrets
 import struct
 import sys
+import warnings
 import zipfile
 
 import numpy as np
@@ -395,6 +396,30 @@ def _py3_name(module, name):
 
 
 # ---- reading: files ----------------------------------------------------------------------------------
+_TRUE = ("1", "y", "yes", "true")
+
+
+def _weights_only_by_environment(weights_only, pickle_module):
+    """``weights_only`` as PyTorch's variables set it, so that older programs whose ``torch.load`` reads whole
+    modules run unchanged: TORCH_FORCE_WEIGHTS_ONLY_LOAD forces it on; TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD turns
+    the default off (an explicit argument still wins)."""
+    force_on = os.getenv("TORCH_FORCE_WEIGHTS_ONLY_LOAD", "0") in _TRUE
+    force_off = os.getenv("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "0") in _TRUE
+    if force_on and force_off:
+        raise RuntimeError("Only one of `TORCH_FORCE_WEIGHTS_ONLY_LOAD` or `TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD` "
+                           "should be set, but both were set.")
+    if force_on:
+        return True
+    if weights_only is None:
+        if force_off:
+            warnings.warn("Environment variable TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD detected, since the "
+                          "`weights_only` argument was not explicitly passed to `torch.load`, forcing "
+                          "weights_only=False.", UserWarning, stacklevel=3)
+            return False
+        return pickle_module is None
+    return weights_only
+
+
 def load(f, map_location=None, pickle_module=None, *, weights_only=None, mmap=None, **pickle_load_args):
     """Load an object saved by ``ember.save`` or ``torch.save`` (zip or legacy format).
 
@@ -403,8 +428,7 @@ def load(f, map_location=None, pickle_module=None, *, weights_only=None, mmap=No
     of ``<archive>/extra/<name>``.
     """
     extra_files = pickle_load_args.pop("_extra_files", None)
-    if weights_only is None:
-        weights_only = pickle_module is None
+    weights_only = _weights_only_by_environment(weights_only, pickle_module)
     if weights_only and pickle_module is not None:
         raise RuntimeError("Can not safely load weights when explicit pickle_module is specified")
     unpickler = _unpickler_class((pickle_module or pickle).Unpickler)
