@@ -50,6 +50,7 @@ _LN2_LO = _F(math.log(2) - float(_LN2_HI))
 _LOG2E = _F(1 / math.log(2))
 _ROUND = _F(1.5 * 2 ** 23)  # adding it rounds a float32 below 2**22 to an integer: in its low bits
 _INV_SQRT_2PI_DOWN = _F(2.0 ** -64 / math.sqrt(2 * math.pi))
+_UP, _DOWN = _F(2.0 ** 64), _F(2.0 ** -64)  # the scale of the exp below, and back
 
 
 @intrinsic
@@ -319,8 +320,6 @@ def inverse_square(x, out):
 
 # ---- the logistic family in float32: sigmoid(v) from E = 2**64 exp(-|v|), exact but for exp's ulp -----------------
 _LOGISTIC_MAX = _F(110)  # exp(-110) * 110 is below the subnormals: every result beyond is its limit
-_UP = _F(2.0 ** 64)
-_DOWN = _F(2.0 ** -64)
 _ATANH2 = tuple(_F(2 / (2 * k + 1)) for k in range(7, -1, -1))  # 2 atanh(s) / s = 2 + 2 s^2 / 3 + ... (s <= 1/3)
 
 
