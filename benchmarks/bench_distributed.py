@@ -51,7 +51,7 @@ def _bench_rank(rank, world, port, queue):
             for _ in range(3):
                 made[side][case][0]()
         for _ in range(ROUNDS):
-            for side, (lib, dist, group) in sides.items():
+            for side, (_, dist, group) in sides.items():
                 fn, n = made[side][case]
                 dist.barrier(group=group)
                 t0 = time.perf_counter()
