@@ -372,6 +372,37 @@ def embeddings(dtype, rng):
             ((w, T(np.zeros((0, 2), np.int64), "int64")), {}), ((w, T(np.array(3), "int64")), {})]
 
 
+def embedding_bags(dtype, rng):
+    w = _v(dtype, rng, exact=True)(6, 3)
+    i64 = lambda *v: T(np.array(v, np.int64), "int64")  # noqa: E731
+    idx, off, even = i64(0, 2, 5, 2, 2, 1, 4, 0), i64(0, 3, 3, 6), i64(3, 1, 4, 1, 4, 3)
+    psw = _v(dtype, rng, exact=True)(8)
+    return [((w, idx, off), {}), ((w, idx, off, False, 1), {}), ((w, idx, off, False, 2), {}),
+            # scale_grad_by_freq, every row as frequent (torch's CPU backward divides by the count of another row)
+            ((w, even, i64(0, 2, 2, 5), True, 0), {}), ((w, even, i64(0, 2, 2, 5), True, 1), {}),
+            ((w, idx, i64(0, 3, 3, 8), False, 1, False, None, True), {}),                  # include_last_offset
+            ((w, idx, i64(0, 3, 3, 8), False, 2, False, None, True), {}),
+            ((w, idx, off, False, 0, False, None, False, 2), {}),                          # padding_idx
+            ((w, idx, off, False, 1, False, None, False, -4), {}),
+            ((w, idx, off, False, 2, False, None, False, 2), {}),
+            ((w, idx, off, False, 0, False, psw), {}),                                      # per_sample_weights
+            ((w, idx, off, False, 0, False, psw, False, 5), {}),
+            ((w, T(np.array([0, 2, 5, 2], np.int32), "int32"), T(np.array([0, 1], np.int32), "int32"), False, 2), {}),
+            ((w, T(np.zeros(0, np.int64), "int64"), i64(0, 0), False, 1), {}),            # empty input
+            ((w, idx, off, False, 1, False, psw), {}),                                      # weights need mode sum
+            ((w, idx, off, False, 0, False, T(np.ones(8), "int64")), {}),                  # weights of another dtype
+            ((w, idx, off, False, 0, False, psw[:5]), {}),
+            ((w, idx, off, False, 3), {}),                                                  # no such mode
+            ((w, idx, off, False, 0, False, None, False, 6), {}),                          # padding_idx out of range
+            ((w, idx, i64(), False, 0, False, None, True), {}),
+            ((w, idx, i64(1, 3)), {}), ((w, idx, i64(0, 9)), {}),                          # bad offsets
+            ((w, i64(0, 6), i64(0)), {}), ((w, i64(-1, 2), i64(0)), {}),                    # indices out of range
+            ((w, T(np.array([0.0, 1.0]), "float32"), i64(0)), {}), ((w, idx, T(np.zeros(1), "float32")), {}),
+            ((w[0], idx, off), {})]
+    # (not 2-D indices, no bags, decreasing offsets: torch's kernel reads past them, crashes or returns garbage; sparse
+    # gradients: test_embedding_bag.py)
+
+
 def pixel_shuffles(dtype, rng):
     v = _v(dtype, rng)
     return [((v(2, 8, 3, 2), 2), {}), ((v(2, 3, 9, 2, 3), 3), {}), ((v(8, 2, 2), 2), {}), ((v(2, 6, 2, 2), 2), {}),
@@ -412,6 +443,7 @@ LINES += [
     Line("linear", nnf("linear"), linears, dtypes=ALL),
     Line("native_dropout", fn("native_dropout"), lambda d, r: dropouts(d, r)[:4], dtypes=FLOATS),
     Line("embedding", fn("embedding"), embeddings, dtypes=FLOATS + ("int64",)),
+    Line("embedding_bag", fn("embedding_bag"), embedding_bags, dtypes=FLOATS + ("int64",)),
     Line("pixel_shuffle", fn("pixel_shuffle"), pixel_shuffles, dtypes=ALL),
     Line("pixel_unshuffle", fn("pixel_unshuffle"), pixel_unshuffles, dtypes=ALL),
     Line("channel_shuffle", fn("channel_shuffle"), channel_shuffles, dtypes=ALL),

@@ -19,6 +19,7 @@ from ember._device import CPU
 from ember._dtype import FROM_NP
 from ember._parallel import MIN_SIZE as SPLIT_MIN
 from ember._parallel import ufunc
+from ember._sparse import _Meta
 from ember._tensor import Tensor
 
 from . import anomaly_mode, grad_mode
@@ -435,7 +436,9 @@ class AccumulateGrad(Node):
         if v is None:
             return
         have = v.grad
-        if have is None:
+        if type(g._data) is _Meta or have is not None and type(have._data) is _Meta:  # a sparse gradient
+            v.grad = g.clone() if have is None else g + have if have.is_sparse and not g.is_sparse else have + g
+        elif have is None:
             # a gradient held elsewhere (a VJP may hand one tensor to several inputs) is copied unless building
             # a graph
             v.grad = g if create_graph or _unshared(g) else Tensor._wrap(g._data.copy())
@@ -709,6 +712,8 @@ def _add(buffers, node, idx, g):
 def _sum(a, b):
     """Two gradients of one output (same shape and dtype: both were fitted to it): a plain array add when
     no graph is being built and the dtype needs no rounding through float32 (0-d arrays add to NumPy scalars)."""
+    if type(a._data) is _Meta or type(b._data) is _Meta:  # sparse gradients (embeddings'): summed as tensors
+        return b + a if a.is_sparse and not b.is_sparse else a + b
     d = a._data.dtype
     if a._rg or b._rg or d is not b._data.dtype or d.kind not in "fc" or d.itemsize < 4 or not a._data.ndim:
         return a + b

@@ -218,6 +218,9 @@ def _(ctx, g):
     a = bound(ctx, embedding)
     w, idx, pad = a["weight"], a["indices"].reshape(-1), a["padding_idx"]
     rows = g.reshape((-1, w.shape[1]))
+    if a["sparse"]:  # PyTorch's sparse gradient: one entry per looked-up position but the padding row's
+        return grads(ctx, embedding, weight=_sparse_rows(idx, rows, None if pad is None or pad < 0 else
+                                                         (idx != pad)._data, w.shape, a["scale_grad_by_freq"]))
     if a["scale_grad_by_freq"]:
         counts = idx.new_zeros(w.shape[0]).index_add(0, idx, idx.new_ones(idx.shape))
         rows = rows / counts.index_select(0, idx).unsqueeze(1).to(g.dtype)
@@ -227,6 +230,19 @@ def _(ctx, g):
             rows._data.dtype.itemsize >= 4:
         return grads(ctx, embedding, weight=Tensor._wrap(_row_sums(idx._data, rows._data, w.shape[0])))
     return grads(ctx, embedding, weight=g.new_zeros(w.shape).index_add(0, idx, rows))
+
+
+def _sparse_rows(index, rows, keep, shape, scaled=False):
+    """The sparse COO gradient of a (rows, D) table ``shape`` made of ``rows`` (positions, D) at rows ``index``
+    (positions), only the positions where boolean array ``keep`` is True (all if None); uncoalesced, as PyTorch's,
+    which refuses gradients ``scaled`` by the rows' frequencies."""
+    from .._sparse import sparse_coo_tensor  # (the sparse module registers ops of its own: imported when needed)
+    if scaled:
+        raise RuntimeError("embedding_backward: scale_grad_by_freq not supported with sparse gradients")
+    if keep is not None:
+        at = Tensor._wrap(_backend.xp_of(keep).flatnonzero(keep))
+        index, rows = index.index_select(0, at), rows.index_select(0, at)
+    return sparse_coo_tensor(index.long().unsqueeze(0), rows, shape)
 
 
 def _row_sums(index, rows, n):

@@ -370,19 +370,24 @@ _BAG_MODES = {"sum": 0, "mean": 1, "max": 2}
 
 def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale_grad_by_freq=False, mode="mean",
                   sparse=False, per_sample_weights=None, include_last_offset=False, padding_idx=None):
+    """Sums, means or maxima of bags of rows of ``weight``: the rows of a 2-D ``input``, or the runs of a 1-D one
+    that ``offsets`` start."""
     if weight.dtype == ember.int64 and input.is_floating_point():
-        raise ValueError("Argument order of nn.functional.embedding_bag was changed. Usage `embedding_bag(weight, "
-                         "input, ...)` is deprecated, and should now be `embedding_bag(input, weight, ...)`.")
+        warnings.warn("Argument order of nn.functional.embedding_bag was changed. Usage `embedding_bag(weight, "
+                      "input, ...)` is deprecated, and should now be `embedding_bag(input, weight, ...)`.",
+                      stacklevel=2)
+        weight, input = input, weight
     if per_sample_weights is not None and input.shape != per_sample_weights.shape:
-        raise ValueError(f"embedding_bag: If per_sample_weights ({list(per_sample_weights.shape)}) is not None, then "
-                         f"it must have the same shape as the input ({list(input.shape)})")
+        raise ValueError(f"embedding_bag: If per_sample_weights ({per_sample_weights.shape}) is not None, then "
+                         f"it must have the same shape as the input ({input.shape})")
     if weight.dim() != 2:
         raise ValueError(f"weight has to be a 2D Tensor, but got Tensor of dimension {weight.dim()}")
     if input.dim() == 2:
         if offsets is not None:
             raise ValueError("if input is 2D, then offsets has to be None, as input is treated is a mini-batch of "
-                             "fixed length sequences. However, found offsets of type " + type(offsets).__name__)
+                             f"fixed length sequences. However, found offsets of type {type(offsets)}")
         offsets = ember.arange(0, input.numel(), input.shape[1], dtype=input.dtype, device=input.device)
+        include_last_offset = False
         input = input.reshape(-1)
         if per_sample_weights is not None:
             per_sample_weights = per_sample_weights.reshape(-1)
@@ -395,15 +400,18 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale
         raise ValueError(f"input has to be 1D or 2D Tensor, but got Tensor of dimension {input.dim()}")
     if mode not in _BAG_MODES:
         raise ValueError("mode has to be one of sum, mean or max")
+    if mode == "max" and scale_grad_by_freq:
+        raise ValueError("max mode does not support scaling the gradient by the frequency")
+    if mode == "max" and sparse:
+        raise ValueError("max mode does not support sparse weights")
+    if max_norm is not None:
+        _renorm_(weight, input, max_norm, norm_type)
     if per_sample_weights is not None and mode != "sum":
         raise NotImplementedError(f"embedding_bag: per_sample_weights was not None. per_sample_weights is only "
                                   f"supported for mode='sum' (got mode='{mode}'). Please open a feature request on "
                                   f"GitHub.")
-    if max_norm is not None:
-        _renorm_(weight, input, max_norm, norm_type)
-    pidx = None if padding_idx is None else _padding_idx(padding_idx, weight)
     return core("embedding_bag")(weight, input, offsets, scale_grad_by_freq, _BAG_MODES[mode], sparse,
-                                 per_sample_weights, include_last_offset, pidx)[0]
+                                 per_sample_weights, include_last_offset, padding_idx)[0]
 
 
 def one_hot(tensor, num_classes=-1):
