@@ -323,7 +323,9 @@ def _across(rank, world, libname, kind, path):
         if rank == 0:
             for r in range(1, world):
                 s.queue_push("jobs", f"job{r}")
-        if rank:
+            s.set("pushed", "1")
+        else:  # after the pushes: torch's server may leave one of several blocked poppers waiting
+            s.wait(["pushed"])
             s.append("popped", s.queue_pop("jobs") + b" ")
         s.barrier("queue", world)
         out["jobs"] = sorted(s.get("popped").split())
@@ -346,17 +348,18 @@ def test_across_processes(ranks, world, kind, tmp_path):
 
 
 def _file_cleanup(rank, world, libname, path):
-    import time
     dist = importlib.import_module(libname + ".distributed")
-    s = dist.FileStore(path, world)
+    s, signals = dist.FileStore(path, world), dist.FileStore(path + ".signals", world)
     s.set(f"r{rank}", "1")
     s.wait([f"r{r}" for r in range(world)])
     if rank == 0:
         del s
         gc.collect()
-        return os.path.exists(path)  # the other rank still holds it
-    time.sleep(0.3)  # then drops it: the last one
-    return None
+        exists = os.path.exists(path)  # the other rank still holds it
+        signals.set("checked", "1")
+        return exists
+    signals.wait(["checked"])
+    return None  # and drops the store: the last one
 
 
 def test_file_store_removed_by_the_last_worker(ranks, tmp_path):
@@ -403,6 +406,23 @@ def test_many_clients_and_waiters():
     for t in waiters:
         t.join(60)
     assert got == [b"now"] * 16 and not errors
+
+
+def test_blocked_queue_poppers():
+    """Items pushed to a queue go one each to the clients blocked popping it, in their order of arrival."""
+    master = edist.TCPStore("127.0.0.1", 0, is_master=True, timeout=T(seconds=30))
+    got = []
+    poppers = [threading.Thread(target=lambda: got.append(edist.TCPStore(
+        "127.0.0.1", master.port, timeout=T(seconds=30)).queue_pop("q")), daemon=True) for _ in range(4)]
+    for t in poppers:
+        t.start()
+    for t in poppers:
+        t.join(0.05)
+    for i in range(5):
+        master.queue_push("q", str(i))
+    for t in poppers:
+        t.join(30)
+    assert sorted(got) == [b"0", b"1", b"2", b"3"] and master.queue_len("q") == 1
 
 
 def test_blocked_caller_and_same_store_from_threads():
