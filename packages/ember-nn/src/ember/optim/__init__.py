@@ -6,9 +6,10 @@ from .algorithms import ASGD, Adadelta, Adafactor, Adagrad, RMSprop, Rprop
 from .lbfgs import LBFGS
 from .optimizer import Optimizer
 from .sgd import SGD
+from .sparse_adam import SparseAdam
 
 __all__ = ["ASGD", "Adadelta", "Adafactor", "Adagrad", "Adam", "AdamW", "Adamax", "LBFGS", "NAdam", "Optimizer",
-           "RAdam", "RMSprop", "Rprop", "SGD", "lr_scheduler"]
+           "RAdam", "RMSprop", "Rprop", "SGD", "SparseAdam", "lr_scheduler"]
 
 
 def __getattr__(name):

@@ -202,6 +202,9 @@ class Optimizer:
                     continue
                 if set_to_none:
                     p.grad = None
+                elif p.grad.is_sparse:  # zeroed as PyTorch's: no entries left
+                    g = p.grad
+                    p.grad = ember.sparse_coo_tensor(g._indices()[:, :0], g._values()[:0].detach(), g.shape)
                 else:
                     if p.grad.grad_fn is not None:
                         p.grad = p.grad.detach()
