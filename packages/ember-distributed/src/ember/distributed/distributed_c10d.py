@@ -13,6 +13,7 @@ import ember
 from . import _backends
 from ._errors import DistStoreError
 from ._store import PrefixStore, Store, TCPStore
+from .collectives import *  # noqa: F403 - torch's distributed_c10d holds the collectives too
 from .rendezvous import rendezvous
 
 default_pg_timeout = timedelta(minutes=30)
