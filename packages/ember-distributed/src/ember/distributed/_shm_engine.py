@@ -20,7 +20,8 @@ import numpy as np
 
 from . import _shm, _transport
 
-CAPACITY = 16 << 20  # data bytes per half per rank (less for many ranks: at most 256 MB per half in all)
+CAPACITY = 32 << 20  # data bytes per half per rank (less for many ranks: at most 512 MB per half in all); few
+# epochs matter more than cache fit: on a busy machine each wait can cost a scheduler delay
 DIRECT_MAX = 64 << 10  # all_reduce below this size: every rank reduces the whole
 _ALIGN = 64  # slice boundaries on cache lines
 
@@ -35,7 +36,7 @@ class ShmEngine:
 
     def __init__(self, store, rank, size, check, *, capacity=None, key="arena/"):
         self.rank, self.size, self._check = rank, size, check
-        self.capacity = capacity = capacity or min(CAPACITY, max(1 << 20, (256 << 20) // size))
+        self.capacity = capacity = capacity or min(CAPACITY, max(1 << 20, (512 << 20) // size))
         self._desc_bytes = 1024 + 64 * size
         half = self._desc_bytes + capacity
         self._half = half
