@@ -238,6 +238,23 @@ def test_batch_norm_grad(dtype, shape, affine, needs, create_graph, monkeypatch)
         _close(e, t, dtype)
 
 
+@pytest.mark.parametrize("shape", [(8, 3, 160, 160), (3, 5, 200, 200)])  # even and odd batch
+def test_batch_norm_large_halves(shape, monkeypatch):
+    """Large inputs run each pass in two halves of the batch over the cores: torch's values all the same."""
+    from ember import _parallel
+    rng = np.random.default_rng(1)
+    tx, ex = _pair(rng.standard_normal(shape) * 2 + 3, "float32")
+    (tw, ew), (tb, eb) = (_pair(a, "float32") for a in (rng.uniform(0.5, 2, shape[1]), rng.standard_normal(shape[1])))
+    seen = _spy(monkeypatch, _parallel, "halves")
+    ty = torch.batch_norm(tx, tw, tb, None, None, True, 0.1, 1e-5, False)
+    ey = REGISTRY["batch_norm"].fn(ex, ew, eb, None, None, True, 0.1, 1e-5, False)
+    _close(ey, ty, "float32")
+    tg, eg = _pair(rng.standard_normal(shape), "float32", requires_grad=False)
+    for e, t in zip(ember.autograd.grad(ey, (ex, ew, eb), eg), torch.autograd.grad(ty, (tx, tw, tb), tg)):
+        np.testing.assert_allclose(e.numpy(), t.numpy(), rtol=1e-4, atol=1e-4)
+    assert len(seen) == 4  # the statistics and the output, forward and backward
+
+
 def test_batch_norm_double_backward():
     rng = np.random.default_rng(0)
     (tx, ex), (tw, ew) = _pair(rng.standard_normal((4, 3, 5)), "float64"), _pair(rng.uniform(1, 2, 3), "float64")

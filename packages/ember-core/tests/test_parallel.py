@@ -399,6 +399,34 @@ def test_a_helper_that_has_not_started_is_not_waited_for(monkeypatch):
     assert job[0] is not late and job[1]
 
 
+@pytest.mark.parametrize("n", [0, 1, 2, 7])
+def test_halves(n, monkeypatch):
+    """Both halves run once each, on the caller and a helper, or both on the caller when the helper is late; or
+    all in one call when no helper is free (a helper still late for an earlier job on a busy machine)."""
+    seen = []
+
+    def fn(lo, hi):
+        seen.append((lo, hi, threading.get_ident()))
+        return hi - lo
+    first, second = P.halves(fn, n)
+    assert sorted(s[:2] for s in seen) == ([(0, n)] if second is None else [(0, n // 2), (n // 2, n)])
+    assert first + (second or 0) == n and (second is None or first == n // 2)
+    if n > 1 and P.WORKERS > 1:
+        seen.clear()
+        _stalled_helper(monkeypatch)
+        assert P.halves(fn, n) == (n // 2, n - n // 2)
+        assert {s[2] for s in seen} == {threading.get_ident()}
+
+
+def test_halves_raise_the_helpers_error():
+    def fn(lo, hi):  # (the second half fails, wherever it runs)
+        if hi > 2:
+            raise ValueError("second half")
+        return 0
+    with pytest.raises(ValueError, match="second half"):
+        P.halves(fn, 4)
+
+
 def test_one_pool():
     assert selection.pool is fft_ops.pool is reduction.pool is P.pool
 

@@ -146,43 +146,33 @@ def _idle(helper):
     return not job[1]
 
 
-def _run(fn, out, operands, blocked):
-    """``fn(out, *operands)`` part by part over the calling thread and the idle helpers (block by block within a
-    part when ``blocked``)."""
-    flat = out.reshape(-1), *[a.reshape(-1) if type(a) is np.ndarray and a.ndim else a for a in operands]
-    n = out.size
+def _parts(part, cuts):
+    """``[part(a, b) for each consecutive pair (a, b) of cuts]``, the parts claimed in order by the calling thread
+    and the idle helpers; None, with nothing done, when no helper is free (or another split is running)."""
     if WORKERS < 2 or not _BUSY[0].acquire(blocking=False):
-        fn(*flat)
-        return out
-    errors = []
+        return None
+    results, errors = [None] * (len(cuts) - 1), []
     try:
         helpers = [h for h in _helpers() if _idle(h)]
         if not helpers:
-            fn(*flat)
-            return out
-        first = min(n, n // (len(helpers) + 1) + _LEAD) // _ALIGN * _ALIGN
-        rest = max(_ALIGN, -(-(n - first) // (len(helpers) * _ALIGN)) * _ALIGN)
-        cuts = sorted({0, *range(first, n, rest), n})
+            return None
         claim = itertools.count()  # (``next`` on it is atomic under the GIL)
-        # the arrays, dropped when the caller is done: a job a late helper has yet to run keeps no reference to them
-        # (the engine reuses arrays only it refers to)
-        entry, started, arrays = threading.Lock(), [], [flat]
+        # the work (and so its arrays), dropped when the caller is done: a job a late helper has yet to run keeps
+        # no reference to them (the engine reuses arrays only it refers to)
+        entry, started, box = threading.Lock(), [], [part]
 
         def work(me=None):  # parts in order, as long as there are some and nobody failed
             if me is not None:
                 with entry:  # a helper starts only while the caller has not finished (else the caller ran its part)
-                    if arrays[0] is None:
+                    if box[0] is None:
                         return
                     started.append(me)
-            flat = arrays[0]
+            run = box[0]
             try:
                 for k in claim:
-                    if k >= len(cuts) - 1 or errors:
+                    if k >= len(results) or errors:
                         return
-                    a, b = cuts[k], cuts[k + 1]
-                    for s in range(a, b, _BLOCK if blocked else b - a):
-                        stop = min(s + _BLOCK, b) if blocked else b
-                        fn(*[x[s:stop] if type(x) is np.ndarray and x.ndim else x for x in flat])
+                    results[k] = run(cuts[k], cuts[k + 1])
             except BaseException as e:
                 errors.append(e)
 
@@ -191,7 +181,7 @@ def _run(fn, out, operands, blocked):
             go.release()
         work()
         with entry:
-            arrays[0] = flat = None
+            box[0] = part = None
         for i in started:  # (the others will find the work done; their end is collected by a later split)
             _, done, job, _ = helpers[i]
             done.acquire()
@@ -203,6 +193,30 @@ def _run(fn, out, operands, blocked):
         _BUSY[0].release()
     if errors:
         raise errors[0]
+    return results
+
+
+def halves(fn, n):
+    """``(fn(0, n // 2), fn(n // 2, n))``, the halves over the calling thread and a helper (for work on rows that
+    splits no other way, as per-channel passes over a batch); ``(fn(0, n), None)`` when nothing splits."""
+    results = _parts(fn, (0, n // 2, n)) if n > 1 else None
+    return (fn(0, n), None) if results is None else tuple(results)
+
+
+def _run(fn, out, operands, blocked):
+    """``fn(out, *operands)`` part by part over the calling thread and the idle helpers (block by block within a
+    part when ``blocked``)."""
+    flat = out.reshape(-1), *[a.reshape(-1) if type(a) is np.ndarray and a.ndim else a for a in operands]
+    n, workers = out.size, len(_HELPERS) or WORKERS - 1
+    first = min(n, n // (workers + 1) + _LEAD) // _ALIGN * _ALIGN
+    rest = max(_ALIGN, -(-(n - first) // (workers * _ALIGN)) * _ALIGN) if workers else n
+
+    def part(a, b):
+        for s in range(a, b, _BLOCK if blocked else b - a):
+            stop = min(s + _BLOCK, b) if blocked else b
+            fn(*[x[s:stop] if type(x) is np.ndarray and x.ndim else x for x in flat])
+    if n and _parts(part, sorted({0, *range(first, n, rest), n})) is None:
+        fn(*flat)
     return out
 
 

@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from .. import _loops
+from .. import _loops, _parallel
 from .._registry import op
 from .._tensor import Tensor
 from .activation import bound, grads, tname, up
@@ -70,13 +70,28 @@ def _channel_dots(xp, a3, b3):
     return (a3 * b3).sum(axis=(0, 2))
 
 
-def _batch_stats(xp, x3):
-    """(mean, biased variance, x3 - mean) per channel of an (N, C, L) array, the variance in two passes (as
-    PyTorch's: no cancellation when the mean is large)."""
+def _by_samples(xp, fn, x3):
+    """``fn(lo, hi)`` over the samples of an (N, C, L) array: on the host in two halves over the cores when large
+    (every pass is per channel: the halves are blocks of whole samples), the results (per-channel partial sums)
+    added."""
+    if xp is not np or x3.size < _parallel.MIN_SIZE:
+        return fn(0, x3.shape[0])
+    first, second = _parallel.halves(fn, x3.shape[0])
+    return first if second is None else tuple(a + b for a, b in zip(first, second))
+
+
+def _batch_stats(xp, x3, g3=None):
+    """(mean, biased variance, x3 - mean, and with ``g3`` the sums of g3 * (x3 - mean)) per channel of an (N, C, L)
+    array, the variance in two passes (as PyTorch's: no cancellation when the mean is large)."""
     n = x3.shape[0] * x3.shape[2]
     mean = _channel_sums(xp, x3) / n
-    centered = x3 - mean[:, None]
-    return mean, _channel_dots(xp, centered, centered) / n, centered
+    centered = xp.empty_like(x3)
+
+    def part(lo, hi):
+        c = xp.subtract(x3[lo:hi], mean[:, None], out=centered[lo:hi])
+        return (_channel_dots(xp, c, c),) + ((_channel_dots(xp, g3[lo:hi], c),) if g3 is not None else ())
+    sums = _by_samples(xp, part, x3)
+    return (mean, sums[0] / n, centered) + sums[1:]
 
 
 def _batch_norm(xp, name, input, weight, bias, running_mean, running_var, training, momentum, eps):
@@ -111,8 +126,13 @@ def _batch_norm(xp, name, input, weight, bias, running_mean, running_var, traini
     shift = -mean * scale
     if bias is not None:
         shift = shift + up(bias)
-    y = xp.multiply(x3, scale[:, None], out=out)
-    y += shift[:, None]
+    y = xp.empty_like(x3) if out is None else out
+
+    def part(lo, hi):
+        xp.multiply(x3[lo:hi], scale[:, None], out=y[lo:hi])
+        y[lo:hi] += shift[:, None]
+        return ()
+    _by_samples(xp, part, x3)
     return y.reshape(x.shape).astype(input.dtype, copy=False)
 
 
@@ -123,15 +143,21 @@ def _batch_norm_array_grads(x, g, w, eps, need_input):
     N, C, L = x.shape[0], x.shape[1], math.prod(x.shape[2:])
     n = N * L
     x3, g3 = x.reshape(N, C, L), g.reshape(N, C, L)
-    _, var, centered = _batch_stats(np, x3)
+    _, var, centered, dot = _batch_stats(np, x3, g3)
     rstd = 1 / np.sqrt(var + eps)
-    sum_g, dot = _channel_sums(np, g3), _channel_dots(np, g3, centered)
+    sum_g = _channel_sums(np, g3)
     gx = None
     if need_input:
         a = rstd if w is None else rstd * w
-        centered *= (-a * rstd * rstd * dot / n)[:, None]
-        centered += (-a * sum_g / n)[:, None]
-        centered += g3 * a[:, None]
+        b, d = (-a * rstd * rstd * dot / n)[:, None], (-a * sum_g / n)[:, None]
+
+        def part(lo, hi):
+            c = centered[lo:hi]
+            c *= b
+            c += d
+            c += g3[lo:hi] * a[:, None]
+            return ()
+        _by_samples(np, part, x3)
         gx = centered.reshape(x.shape)
     return gx, dot * rstd, sum_g
 
