@@ -219,20 +219,23 @@ def test_conv2d_through_channels_last_matches_torch(grads, kernel, stride):
 
 
 # ---- chunks over the cores ------------------------------------------------------------------------
+@pytest.mark.parametrize("n, k", [(23, 4), (3, 1), (5, 100)])
 @pytest.mark.parametrize("workers", [1, 2])
-def test_chunks_cover_the_batch_once(workers, monkeypatch):
+def test_chunks_cover_the_batch_once(n, k, workers, monkeypatch):
     monkeypatch.setattr(_parallel, "WORKERS", workers)
     monkeypatch.setattr(_blas, "threads", lambda: 2)
     seen, slots, inside = [], set(), []
 
     def work(a, b, slot):
+        assert b > a
         seen.extend(range(a, b))
         slots.add(slot)
-        inside.append(_blas.threads())
+        inside.append(_blas.THREADS[0]() if _blas.THREADS else None)
 
     before = _blas.THREADS[0]() if _blas.THREADS else None
-    _channels_last.chunks(work, 23, 4, _channels_last.SPLIT_MIN)
-    assert sorted(seen) == list(range(23)) and slots <= set(range(workers))
+    _channels_last.chunks(work, n, k, _channels_last.SPLIT_MIN)
+    assert sorted(seen) == list(range(n)) and slots <= set(range(workers))
+    assert set(inside) == ({1} if workers == 2 and _blas.THREADS else {before})  # (BLAS single-threaded in a split)
     if _blas.THREADS:
         assert _blas.THREADS[0]() == before
 

@@ -34,12 +34,14 @@ MIN_SCATTER = 32  # below, channel vectors are too short to add back fast (16 ->
 
 
 def chunks(work, n, k, size):
-    """``work(a, b, slot)`` for the chunks [a, b) of ``k`` (or fewer, to keep every worker busy) of range(n): over
+    """``work(a, b, slot)`` for the chunks [a, b) of about ``k`` (fewer, to give every worker as many) of range(n): over
     the threads BLAS would use (``slot``: the worker's index), BLAS single-threaded meanwhile, when the work is of
     ``size`` multiply-adds or more."""
     workers = min(_parallel.WORKERS, _blas.threads(), n) if size >= SPLIT_MIN else 1
-    k = max(1, min(k, -(-n // workers)))
-    cuts = list(range(0, n, k)) + [n]
+    count = -(-n // max(1, k))
+    count = min(n, -(-count // workers) * workers)  # (a multiple of the workers, of even sizes: none waits for a
+    # last one)
+    cuts = [n * i // count for i in range(count + 1)]
     claim = itertools.count()
 
     def run(slot):
