@@ -75,16 +75,17 @@ def _(ctx, g):
     bias = args[2] if len(args) > 2 else ctx.kwargs.get("bias")
     want = wanted(ctx)
     gb = bias is not None and (len(want) < 3 or want[2])
+    rows = math.prod(input.shape[:-1])  # (not -1 in the reshapes: a weight with no rows or columns has no size)
     if no_graph(input, weight, bias, g) and _backend.is_host(g._data):  # the same products on the arrays
         ga, wa = g._data, weight._data
-        g2 = ga.reshape(-1, wa.shape[0])
+        g2 = ga.reshape(rows, wa.shape[0])
         gi = Tensor._wrap(_product(g2, wa, input._data.shape)) if want[0] else None
-        gw = Tensor._wrap(_product(g2.T, input._data.reshape(-1, wa.shape[1]), wa.shape)) if want[1] else None
+        gw = Tensor._wrap(_product(g2.T, input._data.reshape(rows, wa.shape[1]), wa.shape)) if want[1] else None
         return gi, gw, Tensor._wrap(_column_sums(g2)) if gb else None
-    g2 = g.reshape(-1, weight.shape[0])
+    g2 = g.reshape(rows, weight.shape[0])
     # the weight's gradient is made in its own (out, in) layout; the input's only when wanted (not for data)
     gi = (g2 @ weight).reshape(input.shape) if want[0] else None
-    gw = g2.mT @ input.reshape(-1, weight.shape[1]) if want[1] else None
+    gw = g2.mT @ input.reshape(rows, weight.shape[1]) if want[1] else None
     return gi, gw, g2.sum(0) if gb else None
 
 

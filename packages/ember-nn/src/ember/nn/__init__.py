@@ -3,6 +3,7 @@ from ember._extensions import lazy_submodule
 
 from ._version import __version__  # noqa: F401
 from .modules import *  # noqa: F403
+from .modules._utils import factory_kwargs  # noqa: F401
 from .modules.module import register_module_forward_hook, register_module_forward_pre_hook  # noqa: F401
 from .parallel import DataParallel  # noqa: F401
 from .parameter import Buffer, Parameter  # noqa: F401

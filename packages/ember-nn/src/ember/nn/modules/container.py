@@ -1,6 +1,7 @@
-"""Containers: Sequential, ModuleList, ModuleDict, ParameterList, ParameterDict."""
+"""Containers: Sequential, ModuleList, ModuleDict, ParameterList, ParameterDict (and the deprecated Container)."""
 import collections
 import operator
+import warnings
 
 from ..parameter import Parameter
 from .module import Module, _addindent
@@ -302,4 +303,15 @@ def _as_parameter(value):
     return value
 
 
-__all__ = ["Sequential", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict"]
+class Container(Module):
+    """Deprecated (PyTorch's first container): a Module holding the modules given by keyword."""
+
+    def __init__(self, **kwargs):
+        super().__init__()
+        warnings.warn("`nn.Container` is deprecated. All of its functionality is now implemented in `nn.Module`. "
+                      "Subclass that instead.", FutureWarning, stacklevel=2)
+        for name, module in kwargs.items():
+            self.add_module(name, module)
+
+
+__all__ = ["Sequential", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict", "Container"]
