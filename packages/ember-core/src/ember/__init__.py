@@ -62,6 +62,7 @@ from ._serialization import *  # noqa: E402,F401,F403
 from ._settings import *  # noqa: E402,F401,F403
 from ._size import Size  # noqa: E402
 from ._sparse import hspmm, smm, sparse_coo_tensor, sparse_csr_tensor, spmm  # noqa: E402
+from ._storage import *  # noqa: E402,F401,F403  (UntypedStorage, TypedStorage, FloatStorage, ...)
 from ._tensor import Tensor, is_tensor  # noqa: E402
 from ._version import __version__  # noqa: E402
 
