@@ -157,3 +157,15 @@ def test_a_missing_script_fails_like_python(tmp_path):
     out = _python("-m", "ember.compat", str(tmp_path / "absent.py"), cwd=tmp_path)
     assert out.returncode == 2
     assert "can't open file" in out.stderr and "absent.py" in out.stderr
+
+
+def test_script_file_and_argv_as_python_gives_them(tmp_path):
+    # `python prog.py` keeps argv[0] as typed and gives the code its absolute path (warnings name that file)
+    _write(tmp_path / "prog.py",
+           "import os, sys, warnings",
+           "warnings.simplefilter('always')",
+           "with warnings.catch_warnings(record=True) as w:",
+           "    warnings.warn('x')",
+           "print(sys.argv[0], __file__ == os.path.abspath('prog.py'), w[0].filename == __file__)")
+    plain = _ok(_python("prog.py", cwd=tmp_path))
+    assert _ok(_python("-m", "ember.compat", "prog.py", cwd=tmp_path)) == plain == ["prog.py True True"]

@@ -19,6 +19,7 @@ lacks raises ModuleNotFoundError under its PyTorch name. Only ``torch`` and ``to
 (``torchvision`` and the like are left alone). Processes the program starts with multiprocessing (DataLoader
 workers) have the alias too, with any start method.
 """
+import builtins
 import importlib
 import importlib.abc
 import importlib.machinery
@@ -26,6 +27,7 @@ import importlib.util
 import os
 import runpy
 import sys
+import types
 
 __all__ = ["install_torch_alias", "run"]
 
@@ -112,6 +114,23 @@ def _alias_in_children():
         forkserver.set_forkserver_preload([m for m in preload if m != "__main__"])
 
 
+def _run_script(path):
+    """Run a script file as ``python path`` does: its code and ``__file__`` under the absolute path (warnings and
+    tracebacks name it so, ``dirname(__file__)`` survives a chdir), ``sys.argv[0]`` as typed."""
+    full = os.path.abspath(path)
+    with open(full, "rb") as f:
+        code = compile(f.read(), full, "exec", dont_inherit=True)
+    main = types.ModuleType("__main__")
+    main.__dict__.update(__file__=full, __cached__=None, __loader__=None, __package__=None, __spec__=None,
+                         __builtins__=builtins)
+    previous = sys.modules.get("__main__")
+    sys.modules["__main__"] = main  # (multiprocessing's spawn finds the script through it)
+    try:
+        exec(code, main.__dict__)
+    finally:
+        sys.modules["__main__"] = previous
+
+
 def run(argv):
     """Run ``argv`` (``[script, *args]`` or ``["-m", module, *args]``) as ``__main__`` with the torch alias."""
     if not argv or argv[0] in ("-h", "--help") or (argv[0] == "-m" and len(argv) < 2):
@@ -130,9 +149,11 @@ def run(argv):
         raise SystemExit(2)
     else:
         sys.argv = list(argv)
-        if os.path.isfile(argv[0]):  # (runpy puts a folder or zip file with a __main__ module on the path itself)
+        if os.path.isfile(argv[0]):
             sys.path[0] = os.path.dirname(os.path.abspath(argv[0]))  # the script's folder, as `python script.py` has
-        runpy.run_path(argv[0], run_name="__main__")
+            _run_script(argv[0])
+        else:  # (runpy puts a folder or zip file with a __main__ module on the path itself)
+            runpy.run_path(argv[0], run_name="__main__")
 
 
 if __name__ == "__main__":
