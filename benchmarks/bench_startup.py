@@ -56,8 +56,9 @@ _RESULTS = {}
 def first_call(lib, label, size):
     """(import seconds, first-call seconds) of ``lib``'s function ``label`` on ``size`` elements, fresh process."""
     name, spec = CALLS[label]
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}  # installs have their .pyc files
     out = subprocess.run([sys.executable, "-c", CHILD, lib, name, str(size), json.dumps(spec)], capture_output=True,
-                         text=True, check=True, cwd=os.path.dirname(HERE))
+                         text=True, check=True, cwd=os.path.dirname(HERE), env=env)
     return tuple(json.loads(out.stdout.strip().splitlines()[-1]))
 
 

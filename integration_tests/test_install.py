@@ -5,6 +5,7 @@ developers work). ember is a pkgutil-style namespace spread over several distrib
 layouts must work. The `integration` nox session passes the wheels it built in EMBER_WHEELHOUSE;
 run alone, this module builds them itself.
 """
+import importlib.util
 import json
 import os
 import subprocess
@@ -78,7 +79,20 @@ def wheelhouse(tmp_path_factory):
 def _check(python, modules, tmp_path):
     # run from an empty folder so the checkout cannot shadow the installed packages
     out = _run([str(python), "-c", PROGRAM, *modules], cwd=tmp_path).strip().splitlines()[-1]
+    _check_first_calls(python, tmp_path)
     return json.loads(out)
+
+
+def _check_first_calls(python, tmp_path):
+    """ember-special's first-call check (its tests' first_call_check.py) as installed: no call of an ember.special
+    function waits for numba, and the loops compile in the background (into the new environment's numba cache)."""
+    script = ROOT / "packages" / "ember-special" / "tests" / "first_call_check.py"
+    report = json.loads(_run([str(python), str(script)], cwd=tmp_path).strip().splitlines()[-1])
+    spec = importlib.util.spec_from_file_location("first_call_check", script)
+    check = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(check)
+    assert not (set(report["small"]) | set(report["first"])) - check.CORE_LOOPS, report
+    assert report["waited"] and not (report["failed"] or report["warm"] or report["jit_free"]), report
 
 
 def test_wheels_install_into_fresh_venv(wheelhouse, tmp_path):

@@ -9,13 +9,12 @@ import sys
 
 import numpy as np
 import pytest
+from first_call_check import CORE_LOOPS
 
 import ember
 import ember.special as S
 
 CHECK = pathlib.Path(__file__).with_name("first_call_check.py")
-# functions whose numba loops are ember-core's (ember._loops), which compile or load on the call path
-CORE_LOOPS = {"erf", "erfc", "ndtr", "expit", "softmax", "log_softmax"}
 
 
 @pytest.fixture(scope="module")

@@ -4,13 +4,13 @@ numba costs a fresh process about half a second of CPU before its first compiled
 from numba's on-disk cache (importing numba, then setting up its compiler, which imports scipy.linalg), and one
 to three seconds when the loop must be compiled. So no call waits for numba: an op that has a numba loop also
 has a JIT-free implementation (SciPy, NumPy) and takes it until the loop is ready. ``loop`` hands out a loop only
-for inputs of ``JIT_MIN`` elements or more, once it has been compiled in this process. The first such call
-queues it on one background thread, which imports numba and compiles the loop (or loads it from numba's cache:
-next to the package's sources, else in the user's cache folder, so a later process only loads it). Smaller
-inputs always take the JIT-free implementation, never import numba, and give the same results whatever has
-been compiled.
+for inputs of ``JIT_MIN`` elements or more (or the caller's own floor), once it has been compiled in this process.
+The first such call queues it on one background thread, which imports numba and compiles the loop (or loads it
+from numba's cache: next to the package's sources, else in the user's cache folder, so a later process only loads
+it). Smaller inputs always take the JIT-free implementation, never import numba, and give the same results
+whatever has been compiled.
 
-Results of an input of ``JIT_MIN`` elements or more may therefore change in the last bit once its loop is ready.
+Results of an input above the floor may therefore change in the last bit once its loop is ready.
 Under ``ember.use_deterministic_algorithms(True)`` such a call compiles the loop itself instead (the first one
 is slow), so that results depend on the input alone.
 """
@@ -21,7 +21,7 @@ import threading
 
 from . import _settings
 
-JIT_MIN = 1 << 13  # elements: below this the JIT-free path is fast enough, and numba is never imported
+JIT_MIN = 1 << 13  # elements: the default floor, below which the JIT-free path is fast enough
 
 _ready = {}  # (module, name, signature) -> the numba dispatcher, compiled for that signature in this process
 _failed = set()  # keys whose compilation raised: their callers keep the JIT-free path
@@ -30,12 +30,19 @@ _state = {"worker": None, "busy": None, "broken": False, "forced": False}
 _cond = threading.Condition()
 
 
-def loop(module, name, signature, size):
+def wanted(size, minimum=None):
+    """Whether an input of ``size`` elements may take a loop: from ``minimum`` elements on (default JIT_MIN).
+    (Callers ask before they describe the loop they want.)"""
+    return size >= (JIT_MIN if minimum is None else minimum) or _state["forced"]
+
+
+def loop(module, name, signature, size, minimum=None):
     """numba loop ``module.name`` compiled for ``signature`` (numba's notation, e.g. ``"(float32[::1],
-    float32[::1])"``) when ``size`` is at least JIT_MIN and the loop is ready; otherwise None, and the loop is
-    queued for compilation (for sizes of at least JIT_MIN). The caller passes C-contiguous, aligned, writeable
-    arrays of the signature's dtypes, so that the call finds the compiled loop and compiles nothing."""
-    if size < JIT_MIN and not _state["forced"]:
+    float32[::1])"``) when ``size`` is at least ``minimum`` (default JIT_MIN) and the loop is ready; otherwise
+    None, and the loop is queued for compilation (for sizes of at least ``minimum``). The caller passes
+    C-contiguous, aligned, writeable arrays of the signature's dtypes, so that the call finds the compiled loop and
+    compiles nothing."""
+    if not wanted(size, minimum):
         return None
     key = (module, name, signature)
     f = _ready.get(key)

@@ -3,7 +3,7 @@ differ from SciPy's: each ``*_loop``/``*_f32`` function writes ``out`` from flat
 GIL (``_common.blocks`` splits large inputs over threads). Every loop computes in float64, also for float32 inputs,
 and rounds once at the end.
 
-Imported by ``ember._jit``'s background thread only, when an input of ``JIT_MIN`` elements or more first asks for
+Imported by ``ember._jit``'s background thread only, when an input of ``_common.LOOP_MIN`` elements or more asks for
 a loop (each op has a JIT-free path meanwhile): no call waits for numba. numba caches the compiled loops on disk
 (``cache=True``), next to this module or else in the user's cache folder, so a later process only loads them.
 """
