@@ -1,5 +1,7 @@
 """ember._jit: numba loops are handed out only for large inputs, once compiled, and compile on a background thread
 (or on the call in deterministic mode); a loop that cannot be built leaves its op on the JIT-free path."""
+import os
+import subprocess
 import sys
 import uuid
 
@@ -78,3 +80,19 @@ def test_a_child_forked_during_a_compilation_compiles_nothing(module, monkeypatc
     _jit._after_fork()
     assert _jit._state["broken"] and _jit._state["worker"] is None
     assert _jit.loop(module, "double", SIGNATURE, _jit.JIT_MIN) is None and _jit._queue == []
+
+
+def test_loops_cache_under_the_temporary_directory_where_nothing_else_is_writable(module, tmp_path):
+    """(Where numba finds no writable cache folder it refuses to make cached dispatchers.)"""
+    code = (f"import sys; sys.path.insert(0, {str(tmp_path)!r})\n"
+            "from numba.core import caching\n"
+            "caching.CacheImpl._locator_classes = [caching.UserProvidedCacheLocator]  # only NUMBA_CACHE_DIR\n"
+            "import os, numpy as np\n"
+            "from ember import _jit\n"
+            f"f = _jit._compile(({module!r}, 'double', {SIGNATURE!r}))\n"
+            "out = np.empty(2); f(np.ones(2), out)\n"
+            "print(out.tolist(), os.environ['NUMBA_CACHE_DIR'])")
+    (tmp_path / f"{module}.py").write_text(SOURCE.replace("nogil=True", "nogil=True, cache=True"))
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env).stdout
+    assert out.split()[:2] == ["[2.0,", "2.0]"] and "ember-numba-cache" in out

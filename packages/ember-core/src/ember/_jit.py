@@ -78,10 +78,27 @@ def forced():
         _state["forced"] = saved
 
 
+def _import(module):
+    """``module`` (which makes numba dispatchers with ``cache=True``). numba caches next to the module's source, else in
+    the user's cache folder; where neither can be written it refuses to make them, and they cache under the temporary
+    directory instead."""
+    try:
+        return importlib.import_module(module)
+    except RuntimeError as e:
+        if "cannot cache" not in str(e):
+            raise
+        import tempfile
+
+        import numba
+        os.environ.setdefault("NUMBA_CACHE_DIR", os.path.join(tempfile.gettempdir(), "ember-numba-cache"))
+        numba.config.reload_config()
+        return importlib.import_module(module)
+
+
 def _compile(key):
     module, name, signature = key
     try:
-        f = getattr(importlib.import_module(module), name)
+        f = getattr(_import(module), name)
         f.compile(signature)  # numba: from its on-disk cache when there, else compiled and saved there
     except Exception:  # noqa: BLE001 - a loop that cannot be built leaves its op on the JIT-free path
         _failed.add(key)
