@@ -347,11 +347,16 @@ class SparseCsrTensor(_SparseTensor):
                    for a, b in ((self._crow._data, other._crow._data), (self._col._data, other._col._data)))
 
 
-for _name in ("indices", "_indices", "is_coalesced", "coalesce", "crow_indices", "col_indices"):
+# the methods of layouts a tensor is not of (ccol_indices/row_indices: of the column compressed layouts, which ember
+# has none of) raise PyTorch's error
+_WANT = {"crow_indices": "sparse row compressed", "col_indices": "sparse row compressed",
+         "ccol_indices": "sparse column compressed", "row_indices": "sparse column compressed"}
+for _name in ("indices", "_indices", "is_coalesced", "coalesce", "crow_indices", "col_indices", "ccol_indices",
+              "row_indices"):
     for _cls, _other in ((Tensor, "Strided"), (SparseCooTensor, "Sparse"), (SparseCsrTensor, "SparseCsr")):
         if _name not in _cls.__dict__:
             def _refuse(self, *args, _name=_name, _other=_other, **kwargs):
-                want = "sparse row compressed" if _name in ("crow_indices", "col_indices") else "sparse coordinate"
+                want = _WANT.get(_name, "sparse coordinate")
                 raise RuntimeError(f"{_name.lstrip('_')} expected {want} tensor layout but got {_other}")
             setattr(_cls, _name, _refuse)
 

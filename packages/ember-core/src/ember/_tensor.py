@@ -104,6 +104,25 @@ class Tensor:
     def data_ptr(self):
         return _address(self._data)
 
+    const_data_ptr = data_ptr
+
+    @property
+    def output_nr(self):
+        """Which output of its ``grad_fn`` this tensor is (0 for leaves and single results)."""
+        return self._ext.get("out_idx", 0) if self._ext is not None else 0
+
+    def as_subclass(self, cls):
+        """This tensor as an instance of the Tensor subclass ``cls``: an alias (same memory, version counter and
+        autograd history; no ``__init__`` runs)."""
+        if not (isinstance(cls, type) and issubclass(cls, Tensor)):
+            raise TypeError("Creating a Tensor subclass from a class that does not inherit from Tensor is not "
+                            "possible. Make sure your class inherits from Tensor.")
+        alias = self.view_as(self)
+        t = cls._wrap(alias._data)
+        t._version, t._base, t._rg, t.grad_fn = alias._version, alias._base, alias._rg, alias.grad_fn
+        t._ext = dict(alias._ext) if alias._ext is not None else None
+        return t
+
     def is_contiguous(self, memory_format=None):
         return builtins.bool(self._data.flags.c_contiguous)
 
@@ -339,6 +358,9 @@ class Tensor:
 
     def cdouble(self):
         return self.to(D.complex128)
+
+    def chalf(self):
+        return self.to(D.complex32)
 
     def type_as(self, other):
         return self.to(other.dtype)

@@ -8,13 +8,14 @@ from ._engine import ones_like, run_backward, scalar_backward
 from ._version import __version__  # noqa: F401
 from .anomaly_mode import detect_anomaly, set_detect_anomaly
 from .function import Function
-from .grad_mode import enable_grad, inference_mode, no_grad, set_grad_enabled
+from .grad_mode import enable_grad, inference_mode, no_grad, set_grad_enabled, set_multithreading_enabled
 from .gradcheck import gradcheck, gradgradcheck  # the functions shadow their module's name, as in PyTorch
 
 Variable = Tensor
 
 __all__ = ["Function", "Variable", "backward", "detect_anomaly", "enable_grad", "grad", "gradcheck", "gradgradcheck",
-           "inference_mode", "no_grad", "set_detect_anomaly", "set_grad_enabled", "variable"]
+           "inference_mode", "no_grad", "set_detect_anomaly", "set_grad_enabled", "set_multithreading_enabled",
+           "variable"]
 
 
 def variable(data, requires_grad=False):

@@ -1,4 +1,4 @@
-"""Grad modes, thread-local: no_grad, enable_grad, set_grad_enabled, inference_mode."""
+"""Grad modes, thread-local: no_grad, enable_grad, set_grad_enabled, inference_mode, set_multithreading_enabled."""
 import functools
 import threading
 
@@ -6,6 +6,7 @@ import threading
 class _Mode(threading.local):
     enabled = True
     inference = False
+    multithreading = True
 
 
 MODE = _Mode()
@@ -72,6 +73,30 @@ class set_grad_enabled(_DecoratorContextManager):
 
     def clone(self):
         return type(self)(self.mode)
+
+
+class set_multithreading_enabled(_DecoratorContextManager):
+    """Allow or forbid backward passes to run device work in threads of their own; takes effect at once and also
+    works as a context manager. (ember's engine runs every backward in the calling thread: the setting is kept for
+    programs that read or restore it, and changes nothing else.)"""
+
+    def __init__(self, mode):
+        self.prev = MODE.multithreading
+        self.mode = bool(mode)
+        MODE.multithreading = self.mode
+
+    def __enter__(self):
+        pass
+
+    def __exit__(self, *exc):
+        MODE.multithreading = self.prev
+
+    def clone(self):
+        return type(self)(self.mode)
+
+
+def is_multithreading_enabled():
+    return MODE.multithreading
 
 
 class inference_mode(_DecoratorContextManager):
