@@ -95,18 +95,19 @@ def _bags(xp, indices, offsets, include_last_offset, padding_idx):
 
 
 def _segments(xp, ufunc, rows, starts, ends, fill):
-    """``ufunc`` reduced over rows[start:end] for each bag: ``fill`` for empty bags. NumPy: one ``reduceat`` over
-    the non-empty bags' starts (an empty bag between two others has no rows, so the segments end right)."""
+    """Ufunc ``ufunc`` (its name) reduced over rows[start:end] for each bag: ``fill`` for empty bags. NumPy: one
+    ``reduceat`` over the non-empty bags' starts (an empty bag between two others has no rows, so the segments end
+    right)."""
     out = xp.full((starts.size,) + rows.shape[1:], fill, rows.dtype)
     full = ends > starts
     if not bool(full.any()):
         return out
     last = int(ends[full][-1])
     if xp is np:
-        out[full] = ufunc.reduceat(rows[:last], starts[full], axis=0)
-    else:  # (CuPy has no reduceat: its scatter ufuncs instead)
+        out[full] = getattr(np, ufunc).reduceat(rows[:last], starts[full], axis=0)
+    else:  # (CuPy has no reduceat: its scatter form instead)
         bag = xp.searchsorted(starts, xp.arange(last), side="right") - 1
-        ufunc.at(out, bag, rows[:last])
+        getattr(xp, ufunc).at(out, bag, rows[:last])
     return out
 
 
@@ -126,19 +127,19 @@ def embedding_bag(xp, weight, indices, offsets, scale_grad_by_freq=False, mode=0
         return xp.zeros((0, D), weight.dtype), bag.astype(idt), empty, xp.zeros((0, D), idt)
     if mode == 2:
         rows[~counted] = -np.inf
-        out = _segments(xp, np.maximum, rows, starts, ends, -np.inf)
+        out = _segments(xp, "maximum", rows, starts, ends, -np.inf)
         out[sizes == 0] = 0
         # the first position holding each bag's maximum (NaN: the first NaN), its row the arg-max
         hit = rows == out[bag]
         hit |= (rows != rows) & (out != out)[bag]
-        first = _segments(xp, np.minimum, xp.where(hit & counted[:, None], xp.arange(N)[:, None], N), starts, ends,
+        first = _segments(xp, "minimum", xp.where(hit & counted[:, None], xp.arange(N)[:, None], N), starts, ends,
                           N)
         arg = xp.where(first < N, indices[xp.minimum(first, N - 1)], 0) if N else xp.zeros((starts.size, D), idt)
         return out.astype(weight.dtype, copy=False), bag.astype(idt), sizes.astype(idt), arg.astype(idt)
     if per_sample_weights is not None:
         rows *= up(per_sample_weights)[:, None]
     rows[~counted] = 0
-    out = _segments(xp, np.add, rows, starts, ends, 0)
+    out = _segments(xp, "add", rows, starts, ends, 0)
     if mode == 1:
         out /= xp.maximum(sizes, 1)[:, None].astype(out.dtype)
         return out.astype(weight.dtype, copy=False), bag.astype(idt), sizes.astype(idt), sizes.astype(idt)
@@ -163,8 +164,8 @@ def _(ctx, g, *rest):
     want_psw = psw is not None and (len(want) <= 6 or want[6])
     if not bool(counted.any()):  # no row takes part: zero gradients
         if want[0]:
-            gw = _sparse_rows(indices, g.new_zeros((indices.shape[0], weight.shape[1])), counted, weight.shape) \
-                if a["sparse"] else g.new_zeros(weight.shape)
+            gw = _sparse_rows(indices, g.new_zeros((indices.shape[0], weight.shape[1])), counted, weight.shape,
+                              a["scale_grad_by_freq"]) if a["sparse"] else g.new_zeros(weight.shape)
         return grads(ctx, embedding_bag, weight=gw, per_sample_weights=psw * 0 if want_psw else None)
     if mode == 2:  # each bag's gradient goes to its arg-max rows, column by column (not for empty bags)
         if want[0]:
