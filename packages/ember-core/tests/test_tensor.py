@@ -1,6 +1,7 @@
 """Tensor metadata, conversions, dtypes, devices and Size, compared with PyTorch."""
 import copy
 import pickle
+import warnings
 
 import numpy as np
 import pytest
@@ -178,3 +179,24 @@ def test_requires_grad_without_autograd_names_the_package():
         ember.ones(2).backward()
     with pytest.raises(AttributeError, match="ember-special"):
         ember.special  # noqa: B018
+
+
+@pytest.mark.parametrize("make", [
+    lambda m, np: [np.float64(1.5), 2.0],  # NumPy takes np.float64 for a Python float: PyTorch keeps float64
+    lambda m, np: [1.0, np.float64(2)], lambda m, np: [[np.float64(1)], [2.0]], lambda m, np: [1, np.float32(2)],
+    lambda m, np: [np.int32(1), 2], lambda m, np: [np.float16(1)], lambda m, np: [np.bool_(True), False],
+    lambda m, np: [np.uint8(1), np.int8(2)], lambda m, np: (1.5, np.complex64(1j)), lambda m, np: [True, 2],
+    lambda m, np: [1, 2.5], lambda m, np: [1j, 2], lambda m, np: [], lambda m, np: [[]], lambda m, np: 1.5,
+    lambda m, np: 1j, lambda m, np: [m.tensor(1.5), m.tensor(2.5)], lambda m, np: [m.tensor(1, dtype=m.int32), 2],
+    lambda m, np: [np.array([1, 2], dtype=np.int16), [3, 4]],
+])
+def test_dtype_inferred_from_nested_data_as_torch(make):
+    # policy-gradient returns built from NumPy float64 rewards: torch.tensor(returns) is float64 in PyTorch
+    results = []
+    for m in (torch, ember):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # (PyTorch's warning about lists of arrays)
+            t = m.tensor(make(m, np))
+        results.append((str(t.dtype).split(".")[1], t.tolist()))
+    assert results[1] == results[0]
+    assert str(ember.as_tensor(make(ember, np)).dtype) == "ember." + results[0][0]

@@ -153,11 +153,12 @@ def _from_data(data, dtype):
         arr = np.asarray(data)
         if arr.dtype == object:
             raise TypeError(f"new(): invalid data type '{type(data).__name__}'")
-        if dtype is None and (_has_python_floats(data) or arr.size == 0):
-            if arr.dtype == np.float64:
+        if dtype is None:
+            inferred = _sequence_dtype(data if isinstance(data, (list, tuple)) else (data,))
+            if inferred is not None and inferred.np != arr.dtype:
+                arr = arr.astype(D.storage(inferred))
+            elif arr.size == 0 and arr.dtype == np.float64:
                 arr = arr.astype(D.get_default_dtype().np)
-            elif arr.dtype == np.complex128:
-                arr = arr.astype(D.storage(D.default_complex()))
     if dtype is not None:
         arr = arr.astype(D.storage(dtype), copy=False)
     else:
@@ -165,13 +166,36 @@ def _from_data(data, dtype):
     return arr
 
 
-def _has_python_floats(data):
-    """Whether nested Python data holds plain floats/complexes (not arrays/tensors of float64)."""
-    if isinstance(data, (float, complex)):
-        return True
-    if isinstance(data, (list, tuple)):
-        return any(_has_python_floats(x) for x in data)
-    return False
+def _sequence_dtype(data):
+    """PyTorch's dtype for nested sequences: each element's own (Python floats the default dtype, ints int64,
+    complexes the default complex dtype; NumPy scalars, arrays and tensors theirs), promoted together. (NumPy's
+    inference differs: np.float64 is a Python float to it, and [1, np.float32(2)] is float64.) None for no
+    elements or elements of other types (NumPy's conversion decides)."""
+    found = set()
+    stack = [data]
+    while stack:
+        seq = stack.pop()
+        for kind in set(map(type, seq)):
+            if kind is list or kind is tuple:
+                stack.extend(x for x in seq if type(x) is kind)
+            elif kind is float:
+                found.add(D.get_default_dtype())
+            elif kind is bool or kind is int:
+                found.add(D.bool if kind is bool else D.int64)
+            elif kind is complex:
+                found.add(D.default_complex())
+            elif issubclass(kind, (np.generic, np.ndarray, Tensor)):
+                found.update(D.from_np(np.dtype(x.dtype)) if not isinstance(x, Tensor) else x.dtype
+                             for x in seq if type(x) is kind)
+            else:
+                return None
+    if not found:
+        return None
+    from ._promotion import promote_types
+    result = found.pop()
+    for d in found:
+        result = promote_types(result, d)
+    return result
 
 
 @factory("tensor")
