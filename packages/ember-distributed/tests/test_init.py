@@ -61,6 +61,16 @@ def _queries(dist, rank):
             "ranks": dist.get_process_group_ranks(None), "global": dist.get_global_rank(pg, rank)}
 
 
+def _all_destroyed(dist, libname, path, world):
+    """torch only: wait until every rank destroyed its group. Without this, a quick torch rank re-initialising on
+    the same port may reach the previous server before rank 0 stops it, and fail; ember's rendezvous must not."""
+    if libname == "torch":
+        side = dist.FileStore(path, world)
+        if side.add("destroyed", 1) == world:
+            side.set("all", "1")
+        side.wait(["all"])
+
+
 def _init_destroy_reinit(rank, world, libname, method, path):
     lib, dist = _libs(libname)
     out = {"before": (dist.is_initialized(), dist.group.WORLD, dist.get_pg_count(), _error(dist.get_rank))}
@@ -73,6 +83,7 @@ def _init_destroy_reinit(rank, world, libname, method, path):
     out["destroyed"] = (dist.is_initialized(), dist.group.WORLD, dist.get_pg_count(), _error(dist.get_rank),
                         _error(dist.get_world_size), _error(dist.destroy_process_group))
     for again in range(2):  # the same port (or a new file) at once
+        _all_destroyed(dist, libname, path + f".destroyed{again}", world)
         _init(dist, method, rank, world, path + f".again{again}")
         out[f"again {again}"] = (_queries(dist, rank), _summed(lib, dist, rank))
         dist.barrier()
