@@ -43,6 +43,24 @@ def bce_logits(dtype, rng):
             ((v(3, 4), t), {"reduction": "mean"})]                    # reduction must be an int
 
 
+def _nn_call(name):
+    """``torch._C._nn.<name>`` (no torch-namespace function) against the registered op."""
+    def call(m, *a):
+        return getattr(torch._C._nn, name)(*a) if m is torch else REGISTRY[name].fn(*a)
+    call.direct = True
+    return call
+
+
+def bces(dtype, rng):
+    # probabilities with exact 0s and 1s (saturated sigmoids: PyTorch's gradient floor) and targets in [0, 1]
+    x = _unit(rng, 3, 4)
+    x[0, :2], x[1, :2] = 0.0, 1.0
+    t = _unit(rng, 3, 4)
+    return [((x, t), {}), ((x, t, None, 2), {}), ((_unit(rng, 3, 4), t, _unit(rng, 4), 0), {}),
+            ((_unit(rng, 3, 4), t, _unit(rng, 3, 4), 1), {}), ((_unit(rng, 0, 4), _unit(rng, 0, 4), None, 1), {}),
+            ((NC(_unit(rng, 3, 4)), _unit(rng, 4, 3).T, None, 2), {}), ((_unit(rng), _unit(rng)), {})]
+
+
 def kl_divs(dtype, rng):
     v = _v(dtype, rng)
     t = _unit(rng, 3, 4) + 0.1
@@ -95,6 +113,7 @@ def triplets(dtype, rng):
 
 LINES = [
     Line("binary_cross_entropy_with_logits", fn("binary_cross_entropy_with_logits"), bce_logits, dtypes=NUM),
+    Line("binary_cross_entropy", _nn_call("binary_cross_entropy"), bces, dtypes=FLOATS),
     Line("kl_div", fn("kl_div"), kl_divs, dtypes=NUM),
     Line("hinge_embedding_loss", fn("hinge_embedding_loss"), hinges, dtypes=FLOATS),
     Line("margin_ranking_loss", fn("margin_ranking_loss"), rankings, dtypes=FLOATS),

@@ -362,3 +362,18 @@ def test_linear_computes_only_the_gradients_wanted(needs):
         assert_same(e_out, t_out)
         check_grads(e_out, t_out, [ex, ew, eb], [tx, tw, tb])
         assert [v.grad is None for v in (ex, ew, eb)] == [not n for n in needs]
+
+
+def test_binary_cross_entropy_gradient_at_saturated_probabilities_as_torch():
+    # a sigmoid that rounds to exactly 0 or 1 (siamese_network's BCELoss after a large Adadelta step): PyTorch's
+    # gradient floors x(1 - x) at 1e-12 and stays finite, where the clamped logarithms' chain rule gives NaN
+    got = []
+    for m in (torch, ember):
+        z = m.tensor([40.0, -40.0, 0.3, 20.0, -3.0], requires_grad=True)
+        t = m.tensor([0.0, 1.0, 1.0, 1.0, 0.0])
+        loss = m.nn.BCELoss(weight=m.tensor([1.0, 2.0, 1.0, 1.0, 0.5]))(m.sigmoid(z), t)
+        loss.backward()
+        got.append((loss.item(), z.grad.tolist()))
+    np.testing.assert_allclose(got[1][0], got[0][0], rtol=1e-6)
+    np.testing.assert_allclose(got[1][1], got[0][1], rtol=1e-6)
+    assert all(np.isfinite(got[1][1]))

@@ -66,6 +66,38 @@ def _chain_vjp(o, args, g, **kwargs):
     return o.vjp_fn(types.SimpleNamespace(args=args, kwargs=kwargs, out=o.fn(*args, **kwargs)), g)
 
 
+# ---- binary cross entropy of probabilities ------------------------------------------------------
+# the floor of x * (1 - x) in the input gradient (PyTorch's): finite gradients where a sigmoid saturated to
+# exactly 0 or 1, where the derivative of the clamped logarithms would be 0 * inf
+_BCE_EPS = 1e-12
+
+
+@op("binary_cross_entropy", method=False, function=False)
+@quiet
+def binary_cross_entropy(xp, input, target, weight=None, reduction=0):
+    """``-w * (t * log(x) + (1 - t) * log(1 - x))``, each logarithm clamped at -100 (torch's
+    nn.functional.binary_cross_entropy; ember-nn checks the input's range)."""
+    reduction = _reduction("binary_cross_entropy", reduction)
+    rd, (x, t) = _floats(input, target)
+    loss = (t - 1) * xp.maximum(xp.log1p(-x), -100) - t * xp.maximum(xp.log(x), -100)
+    if weight is not None:
+        loss = loss * up(weight)
+    return _reduce(loss, reduction, rd)
+
+
+@binary_cross_entropy.vjp
+def _(ctx, g):
+    o = binary_cross_entropy
+    a = bound(ctx, o)
+    x, t, w = a["input"], a["target"], a["weight"]
+    g = _unreduce(g, a["reduction"], P.broadcast_shapes(tuple(x.shape), tuple(t.shape)))
+    if w is not None:
+        g = g * w
+    gx = g * (x - t) / ((1 - x) * x).clamp_min(_BCE_EPS)
+    gt = g * ((-x).log1p() - x.log())
+    return grads(ctx, o, input=gx.sum_to_size(x.shape), target=gt.sum_to_size(t.shape))
+
+
 # ---- binary cross entropy with logits -----------------------------------------------------------
 @op("binary_cross_entropy_with_logits", method=False)
 @quiet

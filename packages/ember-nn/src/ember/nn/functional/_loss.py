@@ -144,10 +144,7 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
                          f"({_torch_size(input)}) is deprecated. Please ensure they have the same size.")
     if input.numel() and bool(((input < 0) | (input > 1)).any()):
         raise RuntimeError("all elements of input should be between 0 and 1")
-    loss = -(target * input.log().clamp_min(-100) + (1 - target) * (1 - input).log().clamp_min(-100))
-    if weight is not None:
-        loss = loss * weight
-    return reduce_loss(loss, reduction)
+    return core("binary_cross_entropy")(input, target, weight, _ENUM[reduction])
 
 
 def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None, reduce=None, reduction="mean",
