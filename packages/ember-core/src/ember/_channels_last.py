@@ -16,6 +16,7 @@ next chunk while OpenBLAS computes single-threaded (``chunks``): the products of
 OpenBLAS's own threads to pay, and the copies between them would run on one core.
 """
 import itertools
+import threading
 
 import numpy as np
 
@@ -34,51 +35,41 @@ MIN_SCATTER = 32  # below, channel vectors are too short to add back fast (16 ->
 
 
 def chunks(work, n, k, size):
-    """``work(a, b, slot)`` for the chunks [a, b) of about ``k`` (fewer, to give every worker as many) of range(n): over
-    the threads BLAS would use (``slot``: the worker's index), BLAS single-threaded meanwhile, when the work is of
-    ``size`` multiply-adds or more."""
+    """``work(a, b)`` for the chunks [a, b) of about ``k`` (fewer, to give every worker as many) of range(n): over
+    the cores (``_parallel``'s helpers), BLAS single-threaded meanwhile, when the work is of ``size`` multiply-adds
+    or more."""
     workers = min(_parallel.WORKERS, _blas.threads(), n) if size >= SPLIT_MIN else 1
     count = -(-n // max(1, k))
     count = min(n, -(-count // workers) * workers)  # (a multiple of the workers, of even sizes: none waits for a
     # last one)
     cuts = [n * i // count for i in range(count + 1)]
-    claim = itertools.count()
-
-    def run(slot):
-        with np.errstate(all="ignore"):  # (a thread of the pool has NumPy's default errstate)
-            for i in claim:  # (next() on a count is atomic under the GIL)
-                if i >= len(cuts) - 1:
-                    return
-                work(cuts[i], cuts[i + 1], slot)
-
-    if workers < 2:
-        run(0)
-        return
-    with _blas.single_threaded():
-        jobs = [_parallel.pool().submit(run, slot) for slot in range(1, workers)]
-        try:
-            run(0)
-        finally:
-            for job in jobs:  # (one that has not started has nothing left to do: never wait for a busy pool)
-                if not job.cancel():
-                    job.result()
+    with np.errstate(all="ignore"):  # (the helpers run in the caller's context)
+        if workers < 2:
+            for a, b in zip(cuts, cuts[1:]):
+                work(a, b)
+            return
+        with _blas.single_threaded():
+            if _parallel._parts(work, cuts) is None:  # (no helper free: another split runs)
+                for a, b in zip(cuts, cuts[1:]):
+                    work(a, b)
 
 
-def accumulate(sums, slot, a, b):
-    """``sums[slot] += a @ b`` for matrices or stacks of them (the first time ``sums[slot] = a @ b``): a worker's
-    sum over its chunks."""
-    if sums[slot] is None:
-        sums[slot] = np.matmul(a, b)
+def accumulate(sums, a, b):
+    """``sums[thread] += a @ b`` for matrices or stacks of them (the first time ``sums[thread] = a @ b``): the
+    calling worker's sum over its chunks."""
+    me = threading.get_ident()
+    if me not in sums:
+        sums[me] = np.matmul(a, b)
     elif a.ndim == 2:
-        _blas.gemm(a, b, sums[slot], 1)
+        _blas.gemm(a, b, sums[me], 1)
     else:
         for i in range(len(a)):
-            _blas.gemm(a[i], b[i], sums[slot][i], 1)
+            _blas.gemm(a[i], b[i], sums[me][i], 1)
 
 
 def total(sums):
-    """The sum of the workers' arrays among ``sums`` (None where a worker made none)."""
-    sums = [s for s in sums if s is not None]
+    """The sum of the workers' arrays in ``sums``."""
+    sums = list(sums.values())
     for s in sums[1:]:
         sums[0] += s
     return sums[0]
@@ -227,7 +218,7 @@ def conv(x, w, b, stride, pads, dilation):
         m = _row_kernels(w, b)
         Hp, step = H + sum(pads[0]), dilation[0] * Wo
 
-        def chunk(a, z, _):
+        def chunk(a, z):
             cols, R = _row_columns(x[a:z], kw, Wo, stride[1], dilation[1], pads, b is not None), (z - a) * Hp * Wo
             y = np.empty((R, O), x.dtype)
             for i in range(kh):
@@ -238,7 +229,7 @@ def conv(x, w, b, stride, pads, dilation):
         return out
     m = _kernel_rows(w, b)
 
-    def chunk(a, z, _):
+    def chunk(a, z):
         y = _columns(x[a:z], (kh, kw), out_size, stride, pads, dilation, b is not None) @ m
         to_channels_first(y.reshape((z - a,) + out_size + (O,)), out[a:z])
 
@@ -267,25 +258,26 @@ def grads(g, x, w, stride, pads, dilation, need_input, need_weight, rows=True):
     m = _kernel_rows(w) if need_input else None
     if need_input:
         gx = np.empty(x.shape, x.dtype)
-    sums = [None] * _parallel.WORKERS  # each worker's weight gradient over its chunks: (kh kw C, O) rows
+    sums = {}  # each worker's weight gradient over its chunks: (kh kw C, O) rows
     rows = rows and stride[0] == 1 and not need_input
     Hp, step = H + sum(pads[0]), dilation[0] * Wo
 
-    def chunk(a, z, slot):
+    def chunk(a, z):
         gl = to_channels_last(g[a:z])
         if rows:
             R = (z - a) * Hp * Wo
             wide = np.zeros((z - a, Hp, Wo, O), x.dtype)  # (g on every padded row: the unused ones zero)
             wide[:, :Ho] = gl
             cols, wide = _row_columns(x[a:z], kw, Wo, stride[1], dilation[1], pads, False), wide.reshape(R, O)
-            if sums[slot] is None:
-                sums[slot] = np.zeros((kh, kw * C, O), x.dtype)
+            mine = sums.get(threading.get_ident())
+            if mine is None:
+                mine = sums[threading.get_ident()] = np.zeros((kh, kw * C, O), x.dtype)
             for i in range(kh):
-                _blas.gemm(cols[i * step:i * step + R].T, wide, sums[slot][i], 1)
+                _blas.gemm(cols[i * step:i * step + R].T, wide, mine[i], 1)
             return
         gl = gl.reshape(-1, O)
         if need_weight:
-            accumulate(sums, slot, _columns(x[a:z], kernel, (Ho, Wo), stride, pads, dilation, False).T, gl)
+            accumulate(sums, _columns(x[a:z], kernel, (Ho, Wo), stride, pads, dilation, False).T, gl)
         if need_input:
             gcols = (gl @ m.T).reshape((z - a, Ho, Wo) + kernel + (C,))
             (t, b), (l, r) = pads

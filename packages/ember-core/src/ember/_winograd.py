@@ -18,7 +18,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from . import _blas, _channels_last, _parallel
+from . import _blas, _channels_last
 from ._channels_last import (
     accumulate,
     chunks,
@@ -117,7 +117,7 @@ def conv(x, w, b, pads):
             V = _input(x, pads, TH, TW)
         M = np.empty((36, N * TH * TW, O), x.dtype)
 
-        def block(a, z, _):
+        def block(a, z):
             np.matmul(V, _weights(w[a:z]).transpose(0, 2, 1), out=M[:, :, a:z])
             if b is not None:
                 M[_BIAS, :, a:z] += b[a:z]
@@ -129,7 +129,7 @@ def conv(x, w, b, pads):
     with np.errstate(all="ignore"):
         U = _weights(w).transpose(0, 2, 1)
 
-    def chunk(a, z, _):
+    def chunk(a, z):
         M = np.matmul(_input(x[a:z], pads, TH, TW), U)
         if b is not None:
             M[_BIAS] += b
@@ -185,17 +185,17 @@ def grads(g, x, w, pads, need_input, need_weight):
     TH, TW = _tiles(Ho), _tiles(Wo)
     gx = np.empty(x.shape, x.dtype) if need_input else None
     gw = np.empty(w.shape, w.dtype) if need_weight else None
-    sums = [None] * _parallel.WORKERS  # each worker's sum of products over its chunks
+    sums = {}  # each worker's sum of products over its chunks
     size = 36 * N * TH * TW * C * O * (need_input + need_weight)
     with np.errstate(all="ignore"):
         if _by_channels(N * TH * TW, O):
             dM = _output_grad(g, TH, TW)
             V = _input(x, pads, TH, TW) if need_weight else None
 
-            def block(a, z, slot):
+            def block(a, z):
                 Ub, dMb = _weights(w[a:z]), dM[:, :, a:z]
                 if need_input:
-                    accumulate(sums, slot, dMb, Ub)
+                    accumulate(sums, dMb, Ub)
                 if need_weight:
                     _weight_grad(np.matmul(dMb.transpose(0, 2, 1), V), gw[a:z])
 
@@ -205,10 +205,10 @@ def grads(g, x, w, pads, need_input, need_weight):
         else:
             U = _weights(w) if need_input else None
 
-            def chunk(a, z, slot):
+            def chunk(a, z):
                 dM = _output_grad(g[a:z], TH, TW)
                 if need_weight:
-                    accumulate(sums, slot, dM.transpose(0, 2, 1), _input(x[a:z], pads, TH, TW))
+                    accumulate(sums, dM.transpose(0, 2, 1), _input(x[a:z], pads, TH, TW))
                 if need_input:
                     _input_grad(np.matmul(dM, U), pads, TH, TW, gx[a:z])
 
