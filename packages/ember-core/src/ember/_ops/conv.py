@@ -9,7 +9,11 @@ the result. A transposed convolution multiplies first and then adds the columns 
 kernel offset (col2im). Gradients are computed only for the arguments that need one: in a backward that
 records no graph, on the arrays (the output gradient as an operand, the other's windows, two products); else
 in ember ops, as convolutions again (of the input, a transposed convolution of the output gradient; of the
-weight, a convolution of the input by the output gradient), which have gradients in turn."""
+weight, a convolution of the input by the output gradient), which have gradients in turn.
+
+On the host, 2-d convolutions of one group mostly take faster ways (``_host_paths``): Winograd's minimal filtering
+for 3x3 kernels with stride 1 (``ember._winograd``), channels-last columns for the others (``ember._channels_last``),
+both spread over the cores in chunks of images."""
 import itertools
 import math
 
@@ -307,8 +311,7 @@ def _host_grads(xp, g, x, w, stride, pads, dilation, groups, need_input, need_we
         if r is not None:
             return r
     if channels_last or winograd:
-        return _channels_last.grads(g, x, w, stride, pads, dilation,
-                                    need_input, need_weight)
+        return _channels_last.grads(g, x, w, stride, pads, dilation, need_input, need_weight)
     return None, None
 
 
