@@ -103,9 +103,14 @@ class BackendConfig:
         return self.device_backend_map
 
 
+def _device_type(device):
+    """"cuda" for ember.device("cuda", 1) or "cuda:1"; names ember has no device for ("xpu") pass through."""
+    return device.type if isinstance(device, ember.device) else str(device).split(":")[0]
+
+
 def get_default_backend_for_device(device):
     """The backend name used for ``device`` (a device or its name) when init_process_group is given none."""
-    kind = device.type if isinstance(device, ember.device) else ember.device(device).type
+    kind = _device_type(device)
     backend = Backend.default_device_backend_map.get(kind)
     if backend is None:
         raise ValueError(f"Default backend not registered for device : {device}")
@@ -214,19 +219,16 @@ class ProcessGroup:
         """The backend object of the group's default device (the one collectives on that device use)."""
         return self._backends[self._default_device]
 
-    @property
-    def _device_types(self):
-        return [ember.device(kind) for kind in self._backends]
-
     def _get_backend(self, device):
-        kind = device.type if isinstance(device, ember.device) else ember.device(device).type
+        """The backend serving tensors of ``device`` (a device or its name)."""
+        kind = _device_type(device)
         try:
             return self._backends[kind]
         except KeyError:
             raise RuntimeError(f"No backend type associated with device type {kind}") from None
 
     def _register_backend(self, device, name, backend):
-        kind = device.type if isinstance(device, ember.device) else ember.device(device).type
+        kind = _device_type(device)
         self._backends[kind] = backend
         if self._default_device is None or name == Backend.NCCL:
             self._default_device, self._backend_name = kind, name
