@@ -69,20 +69,26 @@ LOOP_MIN = 1 << 10
 IGAMMA_A_MAX = 1000.0  # the float32 incomplete gamma loops serve a up to this (their term counts grow like sqrt(a))
 
 
-def loop(name, *arrays, scalars=(), dtype=None):
+_SIGNATURES = {}  # (name, number of scalars, dtypes) -> the loop's signature in numba's notation
+
+
+def loop(name, *arrays, scalars=()):
     """numba loop ``name`` of ``_numba`` over the broadcast ``arrays`` (in blocks, see ``blocks``; ``scalars``, Python
-    ints, passed after the arrays; result of ``dtype``, default the last array's) once ``ember._jit`` has it
-    compiled: for inputs of LOOP_MIN elements or more, after its background thread has built it. None until then:
-    the caller takes its JIT-free path."""
+    ints, passed after the arrays; result of the last array's dtype) once ``ember._jit`` has it compiled: for inputs
+    of LOOP_MIN elements or more, after its background thread has built it. None until then: the caller takes its
+    JIT-free path."""
     size = arrays[0].size if len(arrays) == 1 else np.broadcast(*arrays).size
     if not _jit.wanted(size, LOOP_MIN):
         return None
-    dtype = np.dtype(dtype or arrays[-1].dtype)
-    types = [f"{a.dtype.name}[::1]" for a in arrays] + ["int64"] * len(scalars) + [f"{dtype.name}[::1]"]
-    f = _jit.loop(_NUMBA, name, f"({', '.join(types)})", size, LOOP_MIN)
+    key = (name, len(scalars), *(a.dtype for a in arrays))
+    signature = _SIGNATURES.get(key)
+    if signature is None:
+        types = [f"{a.dtype.name}[::1]" for a in arrays] + ["int64"] * len(scalars) + [f"{arrays[-1].dtype.name}[::1]"]
+        signature = _SIGNATURES[key] = f"({', '.join(types)})"
+    f = _jit.loop(_NUMBA, name, signature, size, LOOP_MIN)
     if f is None:
         return None
-    return blocks(lambda *a: f(*a[:-1], *scalars, a[-1]), *arrays, dtype=dtype)
+    return blocks(lambda *a: f(*a[:-1], *scalars, a[-1]), *arrays)
 
 
 def rebound(source, wrap=None, **names):
@@ -111,7 +117,8 @@ def blocks(fn, *arrays, dtype=None):
     """``fn(*blocks, out_block)`` over flat blocks of the broadcast ``arrays``, one block per thread (ember's
     pool) for large inputs, as ``fn`` releases the GIL (NumPy/SciPy ufuncs, numba nogil). Returns ``out``, of
     the broadcast shape and ``dtype`` (default: the last array's)."""
-    arrays = np.broadcast_arrays(*arrays)
+    if len(arrays) > 1:
+        arrays = np.broadcast_arrays(*arrays)
     out = np.empty(arrays[0].shape, dtype or arrays[-1].dtype)
     # (writeable and aligned as well: the types a numba loop was compiled for)
     flat = [np.require(a, requirements="CAW").reshape(-1) for a in arrays] + [out.reshape(-1)]
