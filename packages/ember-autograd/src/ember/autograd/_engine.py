@@ -421,7 +421,9 @@ class AccumulateGrad(Node):
 
     def __init__(self, variable):
         self._variable = weakref.ref(variable)
-        self.seq = -1
+        # first among ready nodes, as PyTorch's (largest sequence number): a gradient lands, and post-accumulate
+        # hooks (DDP's) fire, while the rest of backward still runs
+        self.seq = sys.maxsize
         self.next_functions = ()
         self._pre_hooks = self._hooks = self._post_hooks = self._trace = self._metadata = None
         self.materialize = True
