@@ -25,7 +25,7 @@ CASES = [
     "word_language_model_lstm:model_type='GRU'", "word_language_model_lstm:model_type='RNN_TANH'",
     "word_language_model_transformer", "gcn", "dcgan", "super_resolution", "time_sequence_prediction",
     "time_sequence_prediction:line_search_fn='strong_wolfe'", "gpt", "gpt:flash=False", "gpt:dropout=0.1",
-    "gpt:schedule='sequential'", "resnet",
+    "gpt:schedule='sequential'", "resnet", "policy_gradient", "policy_gradient:continuous=True",
 ]
 
 

@@ -50,6 +50,8 @@ CASES = {
     "gpt:dropout=0.1": (1e-5, ()),
     "gpt:schedule='sequential'": (1e-5, ()),
     "resnet": (1e-5, ()),
+    "policy_gradient": (1e-5, ()),
+    "policy_gradient:continuous=True": (1e-5, ()),
 }
 
 
