@@ -31,9 +31,17 @@ def _both(mode, padding_idx=None, psw=False, include_last_offset=False, offsets=
     return out
 
 
+@pytest.fixture(params=["scipy", "no scipy"])
+def products(request, monkeypatch):
+    """Sums through SciPy's sparse products, and through the path for installs without SciPy."""
+    import ember._sparse
+    if request.param == "no scipy":
+        monkeypatch.setattr(ember._sparse, "_scipy_sparse", [None])
+
+
 @pytest.mark.parametrize("mode", [0, 1, 2])
 @pytest.mark.parametrize("padding_idx", [None, 2, -1])
-def test_gradients_match_torch(mode, padding_idx):
+def test_gradients_match_torch(mode, padding_idx, products):
     t, e = _both(mode, padding_idx)
     np.testing.assert_allclose(e[0], t[0], rtol=1e-12)
     np.testing.assert_allclose(e[1], t[1], rtol=1e-12, atol=1e-15)
@@ -47,8 +55,32 @@ def test_max_mode_sends_each_column_to_its_first_maximum():
     assert w.grad.tolist() == [[0.0, 0.0], [1.0, 0.0], [0.0, 10.0]]  # nothing from the empty bag
 
 
+@pytest.mark.parametrize("padding_idx", [None, 7])
+def test_large_inputs_match_torch(padding_idx):
+    """Many bags of every length (empty ones, ones longer than max mode's blocks, ones of padding only)."""
+    rng = np.random.default_rng(5)
+    w = rng.standard_normal((50, 6)).astype(np.float32)
+    w[3, 2] = w[4, 2]  # a tie
+    idx = rng.integers(0, 50, 24000)
+    idx[100:120] = 7
+    off = np.unique(np.r_[0, rng.integers(0, 24000, 200), 100, 120, 5000, 22000])
+    off = np.sort(np.r_[off, 120, 120])  # (empty bags)
+    g = rng.standard_normal((len(off), 6)).astype(np.float32)
+    for mode in range(3):
+        res = []
+        for lib in (torch, ember):
+            wt = lib.tensor(w, requires_grad=True)
+            r = lib.embedding_bag(wt, lib.tensor(idx), lib.tensor(off), False, mode, False, None, False, padding_idx)
+            r[0].backward(lib.tensor(g))
+            res.append([x.detach().numpy() for x in r] + [wt.grad.numpy()])
+        np.testing.assert_allclose(res[1][0], res[0][0], rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(res[1][4], res[0][4], rtol=1e-4, atol=1e-4)
+        for k in (1, 2, 3):
+            np.testing.assert_array_equal(res[1][k], res[0][k])
+
+
 @pytest.mark.parametrize("padding_idx", [None, 5])
-def test_per_sample_weights_gradients(padding_idx):
+def test_per_sample_weights_gradients(padding_idx, products):
     t, e = _both(0, padding_idx, psw=True)
     for a, b in zip(e, t):
         np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-15)

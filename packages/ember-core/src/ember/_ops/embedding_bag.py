@@ -2,9 +2,13 @@
 
 A call gives the rows' ``indices`` (1-D) and the bags' ``offsets`` into them (CSR-like: bag ``b`` holds positions
 ``offsets[b]`` up to the next offset; with ``include_last_offset`` the last offset ends the last bag, else the input's
-end does). Rows equal to ``padding_idx`` take no part (nor count towards a mean). Every bag is reduced at once with
-ufunc ``reduceat`` over the looked-up rows; the VJP scatters per-position gradients with one sorted ``reduceat``
-(``nn_misc._row_sums``) or, for ``max``, adds each bag's gradient at its arg-max rows.
+end does). Rows equal to ``padding_idx`` take no part (nor count towards a mean).
+
+Sums and means are a product with the (bags, rows) sparse matrix that holds each position's weight at (its bag, its
+row): SciPy's (CuPy's on the GPU) CSR product reads the table's rows in place, and the weight gradient is the
+transposed product with the output's gradient. Without SciPy, and for half precision, the looked-up rows are reduced
+per bag with one ufunc ``reduceat`` (and their gradients summed per row by ``nn_misc._row_sums``). Maxima reduce the
+looked-up rows with ``maximum.reduceat``; each bag's gradient goes to its arg-max rows.
 """
 import numpy as np
 
@@ -14,6 +18,8 @@ from .._tensor import Tensor
 from .activation import bound, grads, tname, up
 from .arithmetic import no_graph, wanted
 from .nn_misc import _row_sums, _sparse_rows
+
+_PLAIN = (np.dtype(np.float32), np.dtype(np.float64))  # the dtypes sparse products take as they are
 
 _FLOATS = (np.float16, np.float32, np.float64)
 _MODES = ("sum", "mean", "max")
@@ -82,15 +88,13 @@ def _bags(xp, indices, offsets, include_last_offset, padding_idx):
     bags, their numbers of counted rows)."""
     nb = offsets.size - 1 if include_last_offset else offsets.size
     starts = offsets[:nb].astype(np.int64)
-    end = int(offsets[nb]) if include_last_offset else indices.size
+    end = (int(offsets[nb]) if include_last_offset else indices.size) if nb else 0
     ends = xp.concatenate([starts[1:], xp.array([end], np.int64)]) if nb else starts
-    pos = xp.arange(indices.size)
-    bag = xp.searchsorted(starts, pos, side="right") - 1
-    counted = pos < end
-    if padding_idx is not None:
-        counted &= indices != padding_idx
-    bag = xp.where(pos < end, bag, -1)
-    sizes = xp.bincount(bag[counted], minlength=nb)[:nb] if nb else xp.zeros(0, np.int64)
+    bag = xp.full(indices.size, -1, np.int64)
+    bag[:end] = xp.repeat(xp.arange(nb), ends - starts)  # (offsets[0] is 0: the bags cover [0, end))
+    counted = xp.zeros(indices.size, bool)
+    counted[:end] = True if padding_idx is None else indices[:end] != padding_idx
+    sizes = (ends - starts) if padding_idx is None else xp.bincount(bag[counted], minlength=nb)[:nb]
     return bag, counted, starts, ends, sizes
 
 
@@ -111,6 +115,22 @@ def _segments(xp, ufunc, rows, starts, ends, fill):
     return out
 
 
+def _bag_matrix(xp, indices, counted, starts, ends, n, weights):
+    """The (bags, n) CSR matrix holding ``weights[p]`` (per position) at (bag of p, indices[p]) for the counted
+    positions, in position order (a bag's entries are consecutive); None on the host without SciPy."""
+    if xp is np:
+        from .._sparse import _scipy
+        sps = _scipy()
+        if sps is None:
+            return None
+    else:
+        import cupyx.scipy.sparse as sps
+    before = xp.concatenate([xp.zeros(1, np.int64), xp.cumsum(counted)])  # counted positions before each one
+    indptr = before[xp.concatenate([starts, ends[-1:]])] if starts.size else xp.zeros(1, np.int64)
+    keep = xp.flatnonzero(counted)
+    return sps.csr_matrix((weights[keep], indices[keep], indptr), shape=(starts.size, n))
+
+
 @op("embedding_bag", method=False)
 def embedding_bag(xp, weight, indices, offsets, scale_grad_by_freq=False, mode=0, sparse=False,
                   per_sample_weights=None, include_last_offset=False, padding_idx=None):
@@ -121,27 +141,22 @@ def embedding_bag(xp, weight, indices, offsets, scale_grad_by_freq=False, mode=0
     bag, counted, starts, ends, sizes = _bags(xp, indices, offsets, include_last_offset, pad)
     D, N = weight.shape[1], indices.size
     idt = np.promote_types(indices.dtype, offsets.dtype)
-    rows = up(weight)[indices]
-    if mode == 2 and not starts.size:
-        empty = xp.zeros(0, idt)
-        return xp.zeros((0, D), weight.dtype), bag.astype(idt), empty, xp.zeros((0, D), idt)
     if mode == 2:
-        rows[~counted] = -np.inf
-        out = _segments(xp, "maximum", rows, starts, ends, -np.inf)
-        out[sizes == 0] = 0
-        # the first position holding each bag's maximum (NaN: the first NaN), its row the arg-max
-        hit = rows == out[bag]
-        hit |= (rows != rows) & (out != out)[bag]
-        first = _segments(xp, "minimum", xp.where(hit & counted[:, None], xp.arange(N)[:, None], N), starts, ends,
-                          N)
-        arg = xp.where(first < N, indices[xp.minimum(first, N - 1)], 0) if N else xp.zeros((starts.size, D), idt)
-        return out.astype(weight.dtype, copy=False), bag.astype(idt), sizes.astype(idt), arg.astype(idt)
-    if per_sample_weights is not None:
-        rows *= up(per_sample_weights)[:, None]
-    rows[~counted] = 0
-    out = _segments(xp, "add", rows, starts, ends, 0)
+        return _maxima(xp, weight, indices, bag, counted, starts, ends, sizes, idt)
+    out = None
+    if weight.dtype in _PLAIN:
+        w = xp.ones(N, weight.dtype) if per_sample_weights is None else per_sample_weights
+        matrix = _bag_matrix(xp, indices, counted, starts, ends, weight.shape[0], w)
+        if matrix is not None:
+            out = xp.asarray(matrix @ weight).reshape(starts.size, D)
+    if out is None:
+        rows = up(weight[indices])
+        if per_sample_weights is not None:
+            rows *= up(per_sample_weights)[:, None]
+        rows[~counted] = 0
+        out = _segments(xp, "add", rows, starts, ends, 0)
     if mode == 1:
-        out /= xp.maximum(sizes, 1)[:, None].astype(out.dtype)
+        out = out / xp.maximum(sizes, 1)[:, None].astype(out.dtype)
         return out.astype(weight.dtype, copy=False), bag.astype(idt), sizes.astype(idt), sizes.astype(idt)
     # PyTorch's CPU kernel sums single and half precision rows without a position->bag map when no row is skipped
     # and the rows are contiguous
@@ -149,6 +164,53 @@ def embedding_bag(xp, weight, indices, offsets, scale_grad_by_freq=False, mode=0
         per_sample_weights is None or per_sample_weights.strides[0] == per_sample_weights.itemsize)
     return (out.astype(weight.dtype, copy=False), xp.zeros(0, idt) if plain else bag.astype(idt),
             xp.zeros(offsets.size, idt), xp.zeros(offsets.size, idt))
+
+
+_BLOCK = 1 << 14  # positions per block of whole bags in ``max`` mode: a block's transposed rows stay in cache
+
+
+def _maxima(xp, weight, indices, bag, counted, starts, ends, sizes, idt):
+    """``max`` mode's results: each bag's column maxima and the row each comes from (the first position holding
+    it; NaN: the first NaN); 0 for bags without counted rows. On the host, blocks of whole bags are reduced in
+    transposed copies (a reduction along contiguous memory is many times faster than one across rows)."""
+    D, nb = weight.shape[1], starts.size
+    out, arg = xp.zeros((nb, D), up(weight[:0]).dtype), xp.zeros((nb, D), idt)
+    full = xp.flatnonzero(sizes > 0)  # (the others stay 0)
+    if full.size and xp is np:
+        first, last = starts[full], ends[full]
+        group = (first - first[0]) // _BLOCK
+        edges = np.flatnonzero(np.diff(group)) + 1
+        for j0, j1 in zip(np.r_[0, edges], np.r_[edges, full.size]):
+            lo, hi = first[j0], last[j1 - 1]
+            local = first[j0:j1] - lo
+            rows = np.ascontiguousarray(up(weight[indices[lo:hi]]).T)  # (D, positions)
+            keep = counted[lo:hi]
+            if not keep.all():
+                rows[:, ~keep] = -np.inf
+            m = np.maximum.reduceat(rows, local, axis=1)
+            spread = m[:, np.repeat(np.arange(j1 - j0), np.diff(np.r_[local, hi - lo]))]
+            hit = rows == spread
+            if np.isnan(m).any():
+                hit |= (rows != rows) & (spread != spread)
+            if not keep.all():
+                hit &= keep
+            at = np.minimum.reduceat(np.where(hit, np.arange(hi - lo), hi - lo), local, axis=1)
+            out[full[j0:j1]] = m.T
+            arg[full[j0:j1]] = indices[lo + at].T
+    elif full.size:  # (CuPy: scatter ufuncs over all positions)
+        rows = up(weight[indices])
+        rows[~counted] = -np.inf
+        out = _segments(xp, "maximum", rows, starts, ends, -np.inf)
+        out[sizes == 0] = 0
+        spread = out[xp.maximum(bag, 0)]
+        hit = ((rows == spread) | ((rows != rows) & (spread != spread))) & counted[:, None]
+        pos, col = xp.nonzero(hit)  # in position order: a cell's first hit comes first
+        cell = bag[pos] * D + col
+        order = xp.argsort(cell, kind="stable")
+        ordered = cell[order]
+        firsts = order[xp.concatenate([xp.ones(1, bool), ordered[1:] != ordered[:-1]])]
+        arg.reshape(-1)[cell[firsts]] = indices[pos[firsts]]
+    return out.astype(weight.dtype, copy=False), bag.astype(idt), sizes.astype(idt), arg
 
 
 @embedding_bag.vjp
@@ -159,7 +221,7 @@ def _(ctx, g, *rest):
     want = wanted(ctx)
     pad = None if a["padding_idx"] is None else a["padding_idx"] % n
     xp = _backend.xp_of(indices._data)
-    bag, counted, _, _, sizes = _bags(xp, indices._data, offsets._data, a["include_last_offset"], pad)
+    bag, counted, starts, ends, sizes = _bags(xp, indices._data, offsets._data, a["include_last_offset"], pad)
     gw = gp = None
     want_psw = psw is not None and (len(want) <= 6 or want[6])
     if not bool(counted.any()):  # no row takes part: zero gradients
@@ -178,18 +240,28 @@ def _(ctx, g, *rest):
     scale = counted.astype(g._data.dtype)  # per position: padding and rows past the last bag get none
     if mode == 1:
         scale /= xp.maximum(sizes, 1)[xp.maximum(bag, 0)]
-    rowgrads = g.index_select(0, Tensor._wrap(xp.maximum(bag, 0)))  # (positions, D)
+    rowgrads = None
     if want[0]:
         if a["scale_grad_by_freq"] and not a["sparse"]:
             scale /= xp.bincount(indices._data, minlength=n)[indices._data]
-        s = Tensor._wrap(scale).unsqueeze(1)
-        rows = rowgrads * (s if psw is None else s * psw.unsqueeze(1))
-        if a["sparse"]:
-            gw = _sparse_rows(indices, rows, counted, weight.shape, a["scale_grad_by_freq"])
-        elif no_graph(rows) and type(rows._data) is np.ndarray and rows._data.dtype.itemsize >= 4:
-            gw = Tensor._wrap(_row_sums(indices._data, rows._data, n))
+        matrix = None
+        if not a["sparse"] and no_graph(g, psw) and g._data.dtype in _PLAIN:
+            w = scale if psw is None else scale * psw._data
+            matrix = _bag_matrix(xp, indices._data, counted, starts, ends, n, w.astype(g._data.dtype, copy=False))
+        if matrix is not None:  # the transposed product: each row's gradient, summed over the positions naming it
+            gw = Tensor._wrap(xp.ascontiguousarray(matrix.T @ g._data))
         else:
-            gw = rows.new_zeros(weight.shape).index_add(0, indices.long(), rows)
+            rowgrads = g.index_select(0, Tensor._wrap(xp.maximum(bag, 0)))  # (positions, D)
+            s = Tensor._wrap(scale).unsqueeze(1)
+            rows = rowgrads * (s if psw is None else s * psw.unsqueeze(1))
+            if a["sparse"]:
+                gw = _sparse_rows(indices, rows, counted, weight.shape, a["scale_grad_by_freq"])
+            elif no_graph(rows) and type(rows._data) is np.ndarray and rows._data.dtype.itemsize >= 4:
+                gw = Tensor._wrap(_row_sums(indices._data, rows._data, n))
+            else:
+                gw = rows.new_zeros(weight.shape).index_add(0, indices.long(), rows)
     if want_psw:
+        if rowgrads is None:
+            rowgrads = g.index_select(0, Tensor._wrap(xp.maximum(bag, 0)))
         gp = (rowgrads * weight.index_select(0, indices)).sum(1) * Tensor._wrap(counted.astype(g._data.dtype))
     return grads(ctx, embedding_bag, weight=gw, per_sample_weights=gp)
