@@ -2,6 +2,7 @@
 worker processes."""
 import collections
 import os
+import warnings
 
 import numpy as np
 import pytest
@@ -385,3 +386,15 @@ def test_spawn_context_and_large_batches():
     loader = data.DataLoader(ds, batch_size=2, num_workers=1, multiprocessing_context="spawn")
     out = [b[0] for b in loader]
     assert out[1][1, -1].item() == 4 * 100_000 - 1 and out[0]._data.flags.writeable
+
+
+def test_pin_memory_without_an_accelerator_warns_as_torch():
+    # imagenet's loaders ask for pinned memory; on a CPU-only machine PyTorch says it is not used (once per iterator)
+    messages = []
+    for m in (torch, ember):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            loader = m.utils.data.DataLoader(list(range(4)), batch_size=2, pin_memory=True)
+            batches = [b.tolist() for b in loader]
+        messages.append((batches, [str(w.message) for w in caught if w.category is UserWarning]))
+    assert messages[1] == messages[0]

@@ -173,6 +173,9 @@ class _BaseIter:
         self._generator = loader.generator
         self._timeout = loader.timeout
         self._sampler_iter = iter(self._index_sampler)
+        if loader.pin_memory and not ember.accelerator.is_available():  # (PyTorch's notice, at each iterator)
+            warnings.warn("'pin_memory' argument is set as true but no accelerator is found, then device pinned "
+                          "memory won't be used.", stacklevel=3)
         self._base_seed = int(ember.empty((), dtype=ember.int64).random_(generator=loader.generator).item())
         self._yielded = 0
         self._loader_len = None
