@@ -186,3 +186,46 @@ def test_zero_grad_without_none_empties_a_sparse_gradient():
         warnings.simplefilter("error")
         emb(ember.tensor([[4, 4]])).sum().backward()  # accumulates onto the empty one
     assert emb.weight.grad.to_dense()[4].tolist() == [2.0] * 4
+
+
+def _train(lib, name, kwargs):
+    emb, head = _sparse_model(lib, TABLE)
+    opt = getattr(lib.optim, name)(list(emb.parameters()) + list(head.parameters()), **kwargs)
+    rng = np.random.default_rng(2)
+    for _ in range(4):
+        idx, tgt = lib.tensor(rng.integers(0, 9, (3, 4))), lib.tensor(rng.integers(0, 5, (3,)))
+
+        def closure(idx=idx, tgt=tgt):
+            opt.zero_grad()
+            loss = (emb(idx) * head(tgt)).sum().pow(2) / 100
+            loss.backward()
+            return loss
+        opt.step(closure)
+        assert emb.weight.grad.is_sparse
+    return [emb.weight.detach().numpy(), head.weight.detach().numpy()]
+
+
+@pytest.mark.parametrize("name,kwargs", [
+    ("SGD", dict(lr=0.1)), ("SGD", dict(lr=0.1, maximize=True)), ("SGD", dict(lr=0.1, momentum=0.9)),
+    ("SGD", dict(lr=0.1, momentum=0.9, nesterov=True)), ("SGD", dict(lr=0.1, momentum=0.8, dampening=0.5)),
+    ("Adagrad", dict(lr=0.1)), ("Adagrad", dict(lr=0.1, lr_decay=0.1, maximize=True, initial_accumulator_value=0.2)),
+    ("LBFGS", dict(lr=0.5, max_iter=3)),
+])
+def test_optimizers_taking_sparse_gradients_follow_torch(name, kwargs):
+    """SGD, Adagrad and LBFGS accept sparse gradients in PyTorch (the others refuse them, as here)."""
+    params = [_train(lib, name, kwargs) for lib in (torch, ember)]
+    for e, t in zip(params[1], params[0]):
+        np.testing.assert_allclose(e, t, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("name,kwargs,message", [
+    ("SGD", dict(lr=0.1, weight_decay=0.1), "add\\(sparse, dense\\) is not supported"),
+    ("Adagrad", dict(weight_decay=0.1), "weight_decay option is not compatible with sparse gradients"),
+    ("Adam", dict(), "sparse gradients"), ("RMSprop", dict(), "sparse gradients")])
+def test_sparse_gradient_refusals(name, kwargs, message):
+    for lib in (torch, ember):
+        emb, _ = _sparse_model(lib, TABLE)
+        opt = getattr(lib.optim, name)(emb.parameters(), **kwargs)
+        emb(lib.tensor([[1, 2]])).sum().backward()
+        with pytest.raises(RuntimeError, match=message):
+            opt.step()

@@ -7,7 +7,7 @@ from ember._tensor import Tensor
 from .optimizer import _value, scalar_tensor, zeros_state
 
 __all__ = ["check", "check_betas", "next_step", "grad_of", "scalar_tensor", "zeros_state", "xp", "lr_of", "done",
-           "operand"]
+           "operand", "sparse_entries"]
 
 
 def check(cond, what, value):
@@ -38,6 +38,14 @@ def grad_of(g, p, group, weight_decay=None):
     if wd:
         g = g + wd * p._data
     return np.asarray(g) if isinstance(g, np.generic) else g  # (ufuncs make NumPy scalars of 0-d arrays)
+
+
+def sparse_entries(g, group):
+    """(where, values) of a sparse COO gradient, coalesced: an index tuple into the parameter naming each position
+    once, and the gradient there (negated under ``maximize``)."""
+    g = g.coalesce()
+    values = g._values()._data
+    return tuple(g._indices()._data), -values if group.get("maximize") else values
 
 
 def operand(x, arr, cache):

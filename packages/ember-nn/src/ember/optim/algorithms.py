@@ -5,7 +5,7 @@ import numpy as np
 
 from ember._tensor import Tensor
 
-from ._common import check, done, grad_of, lr_of, next_step, scalar_tensor, xp, zeros_state
+from ._common import check, done, grad_of, lr_of, next_step, scalar_tensor, sparse_entries, xp, zeros_state
 from .optimizer import Optimizer, _value
 
 __all__ = ["Adagrad", "RMSprop", "Adadelta", "Adafactor", "ASGD", "Rprop"]
@@ -37,12 +37,20 @@ class Adagrad(Optimizer):
         loss = self._closure_loss(closure)
         for group in self.param_groups:
             lr, eps = lr_of(group), group["eps"]
-            for p, g in self._grads(group):
+            for p, g in self._grads(group, sparse_ok=True):
                 state = self.state[p]
                 step = next_step(state, p)
-                g = grad_of(g, p, group)
                 clr = lr / (1 + (step - 1) * group["lr_decay"])
                 s = state["sum"]._data
+                if p.grad.is_sparse:  # only the rows the gradient names move
+                    if group["weight_decay"]:
+                        raise RuntimeError("weight_decay option is not compatible with sparse gradients")
+                    at, g = sparse_entries(p.grad, group)
+                    s[at] += g * g
+                    p._data[at] -= clr * (g / (xp(s).sqrt(s[at]) + eps))
+                    done(p)
+                    continue
+                g = grad_of(g, p, group)
                 s += g * g
                 std = xp(s).sqrt(s)
                 std += eps

@@ -110,7 +110,8 @@ class LBFGS(Optimizer):
     def _flat_grad(self):
         np_ = xp(self._params[0]._data)
         return np_.concatenate([np_.zeros(p._data.size, p._data.dtype) if p.grad is None
-                                else p.grad._data.reshape(-1) for p in self._params])
+                                else (p.grad.to_dense() if p.grad.is_sparse else p.grad)._data.reshape(-1)
+                                for p in self._params])
 
     def _add(self, t, d):
         offset = 0

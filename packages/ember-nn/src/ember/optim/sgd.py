@@ -1,4 +1,5 @@
-"""Stochastic gradient descent with momentum, dampening, Nesterov momentum and weight decay."""
+"""Stochastic gradient descent with momentum, dampening, Nesterov momentum and weight decay; sparse gradients
+(sparse embeddings') without weight decay, as in PyTorch."""
 import numpy as np
 
 from ember._blas import AXPY as _AXPY
@@ -8,7 +9,7 @@ from ember._blas import ONE as _ONE
 from ember._blas import data as _data
 from ember._tensor import Tensor
 
-from ._common import check, grad_of, lr_of, operand
+from ._common import check, grad_of, lr_of, operand, sparse_entries
 from .optimizer import Optimizer, _value
 
 __all__ = ["SGD"]
@@ -42,12 +43,22 @@ class SGD(Optimizer):
                 g = p.grad
                 if g is None:
                     continue
-                if g.is_sparse:
-                    raise RuntimeError("this optimizer does not support sparse gradients")
                 p._version[0] += 1  # p is updated in place below (done(p), inlined)
-                d = g._data
-                if adjust:
-                    d = grad_of(d, p, group)
+                if g.is_sparse:
+                    if group["weight_decay"]:
+                        raise RuntimeError("add(sparse, dense) is not supported. Use add(dense, sparse) instead.")
+                    if momentum == 0:  # only the rows the gradient names move
+                        at, values = sparse_entries(g, group)
+                        p._data[at] -= lr * values
+                        continue
+                    # (PyTorch's momentum buffer is sparse, holding every row touched so far; the same values kept
+                    # dense here)
+                    d = g.to_dense()._data
+                    d = -d if group["maximize"] else d
+                else:
+                    d = g._data
+                    if adjust:
+                        d = grad_of(d, p, group)
                 if momentum != 0:
                     s = state[p]
                     buf = s.get("momentum_buffer")

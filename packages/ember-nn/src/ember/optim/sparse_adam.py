@@ -3,7 +3,7 @@ import math
 
 from ember._tensor import Tensor
 
-from ._common import check, check_betas, done, lr_of, xp
+from ._common import check, check_betas, done, lr_of, sparse_entries, xp
 from .optimizer import Optimizer, _value, zeros_state
 
 __all__ = ["SparseAdam"]
@@ -47,11 +47,7 @@ class SparseAdam(Optimizer):
                     state["step"] = 0  # (a Python int, as PyTorch keeps it here)
                     state["exp_avg"], state["exp_avg_sq"] = zeros_state(p), zeros_state(p)
                 state["step"] += 1
-                g = p.grad.coalesce()
-                at = tuple(g._indices()._data)  # the gradient's positions, each once
-                values = g._values()._data
-                if group["maximize"]:
-                    values = -values
+                at, values = sparse_entries(p.grad, group)
                 m, v = state["exp_avg"]._data, state["exp_avg_sq"]._data
                 m_old, v_old = m[at], v[at]
                 m_new = (values - m_old) * (1 - beta1) + m_old
