@@ -17,6 +17,7 @@ is slow), so that results depend on the input alone.
 import contextlib
 import importlib
 import os
+import sys
 import threading
 
 from . import _settings
@@ -108,6 +109,11 @@ def _compile(key):
 
 
 def _work():
+    if sys.platform.startswith("linux"):  # compile in idle time: the callers' own work goes first (Linux: per thread)
+        try:
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
+        except OSError:
+            pass
     while True:
         with _cond:
             _cond.wait_for(lambda: _queue)

@@ -94,8 +94,8 @@ def loop(name, *arrays, scalars=()):
 def rebound(source, wrap=None, **names):
     """The functions of module ``source`` re-made to look their globals up in one new namespace: ``source``'s own
     with ``names`` in place of some (and each function replaced by ``wrap(name, function)`` if given). This is how
-    one numba-free source runs on two engines (``_numba`` binds numba's compiled versions, Python runs them as they
-    are). Returns the namespace."""
+    one numba-free source runs on two engines: ``_numba`` binds numba's compiled versions, ``_scalar.evaluate`` math
+    functions that give inf and NaN where Python's raise. Returns the namespace."""
     namespace = dict(vars(source), **names)
     for name, f in vars(source).items():
         if isinstance(f, types.FunctionType) and f.__module__ == source.__name__:
