@@ -200,3 +200,27 @@ def test_dtype_inferred_from_nested_data_as_torch(make):
         results.append((str(t.dtype).split(".")[1], t.tolist()))
     assert results[1] == results[0]
     assert str(ember.as_tensor(make(ember, np)).dtype) == "ember." + results[0][0]
+
+
+@pytest.mark.parametrize("make", [
+    lambda m: m.empty(size=(2, 3)), lambda m: m.zeros(size=[2]), lambda m: m.ones(size=(1, 2)),
+    lambda m: m.rand(size=(2,)), lambda m: m.randn(size=(3,)), lambda m: m.zeros(size=()),
+    lambda m: m.ones(2).new_zeros(size=(2, 1)), lambda m: m.ones(2).new_ones(size=[3]),
+    lambda m: m.ones(2).new_empty(size=(0,)),
+])
+def test_factories_take_size_as_a_keyword_as_torch(make):
+    # pytorch/examples gat: nn.Parameter(torch.empty(size=(in_features, out_features)))
+    shapes = []
+    for m in (torch, ember):
+        m.manual_seed(0)
+        t = make(m)
+        shapes.append((tuple(t.shape), t.tolist() if "rand" in str(make.__code__.co_names) else None))
+    assert shapes[1] == shapes[0]
+
+
+def test_size_given_twice_is_a_type_error_as_torch():
+    for m in (torch, ember):
+        with pytest.raises(TypeError, match="multiple values for argument 'size'"):
+            m.zeros(2, size=(3,))
+    with pytest.raises(TypeError):
+        ember.ones(1).new_ones(2, size=(2,))

@@ -74,23 +74,35 @@ def _make(shape, dtype, device, requires_grad, out, fill):
     return _place(arr, device, requires_grad)
 
 
+def shape_or_size(name, shape, size):
+    """The shape of a factory call: the positional sizes, or the ``size=`` keyword PyTorch also takes
+    (``torch.empty(size=(2, 3))``)."""
+    if size is None:
+        return shape
+    if shape:
+        raise TypeError(f"{name}() got multiple values for argument 'size'")
+    return (size,)
+
+
 @factory("zeros")
-def zeros(*size, out=None, dtype=None, layout=None, device=None, requires_grad=False, pin_memory=False):
+def zeros(*shape, size=None, out=None, dtype=None, layout=None, device=None, requires_grad=False,
+          pin_memory=False):
     """A tensor of zeros of the given shape."""
-    return _make(size, dtype, device, requires_grad, out, np.zeros)
+    return _make(shape_or_size("zeros", shape, size), dtype, device, requires_grad, out, np.zeros)
 
 
 @factory("ones")
-def ones(*size, out=None, dtype=None, layout=None, device=None, requires_grad=False, pin_memory=False):
+def ones(*shape, size=None, out=None, dtype=None, layout=None, device=None, requires_grad=False,
+         pin_memory=False):
     """A tensor of ones of the given shape."""
-    return _make(size, dtype, device, requires_grad, out, np.ones)
+    return _make(shape_or_size("ones", shape, size), dtype, device, requires_grad, out, np.ones)
 
 
 @factory("empty")
-def empty(*size, out=None, dtype=None, layout=None, device=None, requires_grad=False, pin_memory=False,
-          memory_format=None):
+def empty(*shape, size=None, out=None, dtype=None, layout=None, device=None, requires_grad=False,
+          pin_memory=False, memory_format=None):
     """An uninitialised tensor of the given shape."""
-    return _make(size, dtype, device, requires_grad, out, np.empty)
+    return _make(shape_or_size("empty", shape, size), dtype, device, requires_grad, out, np.empty)
 
 
 def _infer_scalar_dtype(value):
@@ -303,15 +315,16 @@ def eye(n, m=None, *, out=None, dtype=None, layout=None, device=None, requires_g
     return _make((n, m), dtype, device, requires_grad, out, lambda s, t: np.eye(n, m, dtype=t))
 
 
-def _new(fill):
-    def method(self, *size, dtype=None, device=None, requires_grad=False, layout=None, pin_memory=False):
-        return fill(*size, dtype=dtype or self.dtype, device=device or self.device, requires_grad=requires_grad)
+def _new(fill, name):
+    def method(self, *shape, size=None, dtype=None, device=None, requires_grad=False, layout=None, pin_memory=False):
+        return fill(*shape_or_size(name, shape, size), dtype=dtype or self.dtype, device=device or self.device,
+                    requires_grad=requires_grad)
     return method
 
 
-Tensor.new_zeros = _new(zeros)
-Tensor.new_ones = _new(ones)
-Tensor.new_empty = _new(empty)
+Tensor.new_zeros = _new(zeros, "new_zeros")
+Tensor.new_ones = _new(ones, "new_ones")
+Tensor.new_empty = _new(empty, "new_empty")
 
 
 def _new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad=False, layout=None,

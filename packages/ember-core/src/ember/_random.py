@@ -26,7 +26,7 @@ from . import _dtype as D
 from . import _mt19937 as MT
 from . import _promotion as P
 from ._device import as_device
-from ._factory import _check_sizes, _like_kw, _place, get_default_device, size_args, zeros_like
+from ._factory import _check_sizes, _like_kw, _place, get_default_device, shape_or_size, size_args, zeros_like
 from ._registry import TORCH_NAME, factory, op, write_out
 from ._tensor import Tensor
 
@@ -409,18 +409,19 @@ def _like(input, generator, dtype, device, requires_grad, draw):
 
 
 @factory("rand")
-def rand(*size, generator=None, out=None, dtype=None, layout=None, device=None, requires_grad=False,
+def rand(*shape, size=None, generator=None, out=None, dtype=None, layout=None, device=None, requires_grad=False,
          pin_memory=False):
     """Uniform values on [0, 1) (default float dtype)."""
     draw = _floating("check_uniform_bounds", _uniform, even_empty=True)
-    return _create(size, generator, out, dtype, device, requires_grad, draw)
+    return _create(shape_or_size("rand", shape, size), generator, out, dtype, device, requires_grad, draw)
 
 
 @factory("randn")
-def randn(*size, generator=None, out=None, dtype=None, layout=None, device=None, requires_grad=False,
+def randn(*shape, size=None, generator=None, out=None, dtype=None, layout=None, device=None, requires_grad=False,
           pin_memory=False):
     """Standard normal values (default float dtype)."""
-    return _create(size, generator, out, dtype, device, requires_grad, _floating("normal_kernel_cpu", _normal))
+    return _create(shape_or_size("randn", shape, size), generator, out, dtype, device, requires_grad,
+                   _floating("normal_kernel_cpu", _normal))
 
 
 @factory("rand_like")
