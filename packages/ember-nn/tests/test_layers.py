@@ -242,3 +242,18 @@ def test_loss_layers_match_functional_and_repr():
         assert repr(e_loss) == repr(t_loss)
         e_loss.load_state_dict(to_ember(dict(t_loss.state_dict())))
         assert_same(e_loss(*to_ember(args)), t_loss(*args))
+
+
+@pytest.mark.parametrize("kw", [{}, {"batch_first": True}, {"norm_first": True}, {"batch_first": True, "bias": False},
+                                {"batch_first": True, "activation": "gelu"}, {"batch_first": True, "nhead": 1},
+                                {"batch_first": True, "activation": lambda x: x}])
+def test_transformer_encoder_nested_tensor_notice_as_torch(kw):
+    # word_language_model's TransformerModel (an nn.Transformer, batch_first=False) gets this UserWarning
+    seen = []
+    for m in (torch, ember):
+        args = {"d_model": 8, "nhead": 2, **kw}
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            enc = m.nn.TransformerEncoder(m.nn.TransformerEncoderLayer(**args), 1)
+        seen.append(([str(w.message) for w in caught], enc.use_nested_tensor, enc.layers[0].activation_relu_or_gelu))
+    assert seen[1] == seen[0]

@@ -1,5 +1,6 @@
 """Transformer encoder/decoder layers and stacks, and the full Transformer."""
 import copy
+import warnings
 
 import ember
 
@@ -26,6 +27,33 @@ def _activation(activation):
     return activation
 
 
+def _relu_or_gelu(activation):
+    """PyTorch's ``activation_relu_or_gelu`` of an encoder layer: 1 for ReLU, 2 for GELU, 0 for anything else."""
+    from .activation import GELU, ReLU
+    if activation is F.relu or isinstance(activation, ReLU):
+        return 1
+    return 2 if activation is F.gelu or isinstance(activation, GELU) else 0
+
+
+def _no_nested_tensor_because(layer):
+    """Why PyTorch's encoder would not take its nested-tensor fast path with ``layer`` ("" when it would): it
+    warns with the reason when ``enable_nested_tensor`` was asked for."""
+    if not isinstance(layer, TransformerEncoderLayer):
+        return "encoder_layer was not TransformerEncoderLayer"
+    attn = layer.self_attn
+    for failed, why in ((layer.norm_first, "norm_first was True"),
+                        (not attn.batch_first, "self_attn.batch_first was not True(use batch_first for better "
+                                               "inference performance)"),
+                        (not attn._qkv_same_embed_dim, "self_attn._qkv_same_embed_dim was not True"),
+                        (attn.in_proj_bias is None, "self_attn was passed bias=False"),
+                        (not layer.activation_relu_or_gelu, "activation_relu_or_gelu was not True"),
+                        (layer.norm1.eps != layer.norm2.eps, "norm1.eps was not equal to encoder_layer.norm2.eps"),
+                        (attn.num_heads % 2 == 1, "self_attn.num_heads is odd")):
+        if failed:
+            return "encoder_layer." + why
+    return ""
+
+
 def _clones(module, n):
     return ModuleList([copy.deepcopy(module) for _ in range(n)])
 
@@ -47,6 +75,7 @@ class TransformerEncoderLayer(Module):
         self.norm2 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **fk)
         self.dropout1, self.dropout2 = Dropout(dropout), Dropout(dropout)
         self.activation = _activation(activation)
+        self.activation_relu_or_gelu = _relu_or_gelu(self.activation)
 
     def forward(self, src, src_mask=None, src_key_padding_mask=None, is_causal=False):
         x = src
@@ -119,6 +148,12 @@ class TransformerEncoder(Module):
         self.layers = _clones(encoder_layer, num_layers)
         self.num_layers, self.norm = num_layers, norm
         self.enable_nested_tensor, self.mask_check = enable_nested_tensor, mask_check
+        # (ember has no nested tensors; the flag and PyTorch's notice are kept for programs that read or expect them)
+        why_not = _no_nested_tensor_because(encoder_layer)
+        self.use_nested_tensor = enable_nested_tensor and not why_not
+        if enable_nested_tensor and why_not:
+            warnings.warn(f"enable_nested_tensor is True, but self.use_nested_tensor is False because {why_not}",
+                          stacklevel=2)
 
     def forward(self, src, mask=None, src_key_padding_mask=None, is_causal=None):
         out = src
