@@ -252,6 +252,30 @@ def test_leaf_gradients_land_before_earlier_layers_run(lib):
     m(lib.randn(3, 4, requires_grad=True)).sum().backward()
     assert events == ["2", "2", "backward 2", "0", "0", "backward 0"]
 
+
+@pytest.mark.parametrize("lib", [torch, ember])
+def test_queue_callback_runs_when_backward_ends(lib):
+    engine = lib.autograd.Variable._execution_engine
+    with pytest.raises(RuntimeError, match="Final callbacks can only be installed during backward pass"):
+        engine.queue_callback(lambda: None)
+    w = lib.ones(2, requires_grad=True)
+    seen = []
+
+    def last():
+        seen.append(("last", w.grad.tolist()))
+
+    def first():
+        seen.append(("first", w.grad.tolist()))
+        engine.queue_callback(last)  # queued by a callback: runs in the same pass
+
+    def hook(g):
+        seen.append("hook")
+        engine.queue_callback(first)
+    y = w * 3
+    y.register_hook(hook)
+    y.sum().backward()
+    assert seen == ["hook", ("first", [3.0, 3.0]), ("last", [3.0, 3.0])]
+
 class Cube(ember.autograd.Function):
     @staticmethod
     def forward(ctx, x, scale):

@@ -6,6 +6,7 @@ dependency counts, so a node runs once all the gradients flowing into it are sum
 """
 import itertools
 import sys
+import threading
 import traceback
 import weakref
 from heapq import heapify, heappop, heappush
@@ -26,6 +27,29 @@ from . import anomaly_mode, grad_mode
 
 _seq = itertools.count()
 _MODE, _ANOMALY = grad_mode.MODE, anomaly_mode._STATE  # (thread-local states)
+
+
+class _Task(threading.local):
+    callbacks = None  # the final callbacks of this thread's innermost running backward (None outside backward)
+
+
+_TASK = _Task()
+
+
+def queue_callback(callback):
+    """Run ``callback()`` once the running backward pass has finished (PyTorch's
+    ``Variable._execution_engine.queue_callback``: DDP finalises its gradient reduction there)."""
+    callbacks = _TASK.callbacks
+    if callbacks is None:
+        raise RuntimeError("Final callbacks can only be installed during backward pass.")
+    callbacks.append(callback)
+
+
+class ExecutionEngine:
+    """What ``Variable._execution_engine`` gives: the engine's ``queue_callback``."""
+    queue_callback = staticmethod(queue_callback)
+
+
 _FREED = ("Trying to backward through the graph a second time (or directly access saved tensors after they have "
           "already been freed). Saved intermediate values of the graph are freed when you call .backward() or "
           "autograd.grad(). Specify retain_graph=True if you need to backward through the graph a second time or if "
@@ -612,8 +636,10 @@ def run_backward(roots, grad_roots, retain_graph=False, create_graph=False, inpu
             ready.append((-n.seq, id(n), n))
     if len(ready) > 1:
         heapify(ready)
-    mode = _MODE
+    mode, task = _MODE, _TASK
     enabled, mode.enabled = mode.enabled, create_graph
+    callbacks = []
+    outer, task.callbacks = task.callbacks, callbacks
     try:
         while ready:
             node = heappop(ready)[2]
@@ -669,8 +695,11 @@ def run_backward(roots, grad_roots, retain_graph=False, create_graph=False, inpu
                 if not left:
                     heappush(ready, (-nxt.seq, id(nxt), nxt))
             next_grads = g = None  # (so a leaf may take a gradient only the engine holds, see _unshared)
+        for callback in callbacks:  # (the list may grow meanwhile: callbacks queued by callbacks run too)
+            callback()
     finally:
         mode.enabled = enabled
+        task.callbacks = outer
     if inputs is not None:
         if not allow_unused and any(g is None for g in captured):
             raise RuntimeError("One of the differentiated Tensors appears to not have been used in the graph. "

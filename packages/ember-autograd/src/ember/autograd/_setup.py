@@ -5,7 +5,7 @@ from ember import _dispatch, _extensions
 from ember._tensor import Tensor
 
 from . import grad_mode
-from ._engine import accumulator, scalar_backward
+from ._engine import ExecutionEngine, accumulator, scalar_backward
 from ._layer import autograd_layer, mark_inference, record
 
 
@@ -102,4 +102,4 @@ def is_inference(self):
 
 _TENSOR_METHODS = {"backward": backward, "register_hook": register_hook, "retain_grad": retain_grad,
                    "register_post_accumulate_grad_hook": register_post_accumulate_grad_hook,
-                   "is_inference": is_inference}
+                   "is_inference": is_inference, "_execution_engine": ExecutionEngine()}
