@@ -2,6 +2,7 @@
 [seconds]``): run by test_first_call.py in the development environment (editable installs) and by
 integration_tests/test_install.py in a fresh environment made from the wheels. It prints one JSON object:
 
+* ``import``: the heavy modules ``import ember`` loaded (compilers, SciPy, Ray, tqdm, importlib.metadata: none);
 * ``small``: the functions whose first calls on 1K elements (float32, float64) loaded numba or a numba loop;
 * ``first``: for each function whose first calls on 16K elements (from ``_common.LOOP_MIN`` on, the size that asks
   for a numba loop) made numba compile or load a loop on the calling thread (or a thread of ``blocks``), those
@@ -61,6 +62,9 @@ def main():
     from ember import _jit
 
     report, small, threads = {}, set(), []
+    report["import"] = sorted({m.split(".")[0] for m in sys.modules} & {  # what ``import ember`` must not load
+        "scipy", "numba", "llvmlite", "cupy", "cupyx", "cupy_backends", "ray", "tqdm"} | (
+        {"importlib.metadata"} & set(sys.modules)))
 
     def record():  # every compilation or cache load of a numba loop from now on, by thread
         from numba.core import dispatcher
