@@ -21,7 +21,7 @@ PROVIDERS = {
     "is_autocast_available": "ember-amp", "clear_autocast_cache": "ember-amp", "cpu": "ember-amp",
     "ao": "ember-quantization", "quantize_per_tensor": "ember-quantization",
     "quantize_per_channel": "ember-quantization",
-    "distributed": "ember-distributed",
+    "distributed": "ember-distributed", "distributions": "ember-nn",
 }
 TENSOR_PROVIDERS = {
     "backward": "ember-autograd", "register_hook": "ember-autograd", "retain_grad": "ember-autograd",
