@@ -90,7 +90,9 @@ def _finish(work, async_op):
 
 
 def _red(op, fname):
-    return op_type(op, fname)
+    """The reduction the backend gets: the RedOpType, or the PREMUL_SUM ReduceOp itself (it carries its factor)."""
+    red = op_type(op, fname)
+    return op if red == ReduceOp.PREMUL_SUM and type(op) is ReduceOp else red
 
 
 # ---- collectives -------------------------------------------------------------------------------------------------
