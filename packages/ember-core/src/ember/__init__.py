@@ -55,8 +55,30 @@ from ._dtype import (  # noqa: E402
 from ._factory import get_default_device, set_default_device  # noqa: E402
 from ._layout import layout, sparse_coo, sparse_csr, strided  # noqa: E402
 from ._legacy_types import *  # noqa: E402,F401,F403  (ember.FloatTensor, ember.LongTensor, ...)
+from ._ops.fake_quantize import fake_quantize_per_channel_affine, fake_quantize_per_tensor_affine  # noqa: E402
 from ._printing import set_printoptions  # noqa: E402
 from ._promotion import broadcast_shapes, can_cast, promote_types, result_type  # noqa: E402
+from ._qtypes import (  # noqa: E402
+    per_channel_affine,
+    per_channel_affine_float_qparams,
+    per_channel_symmetric,
+    per_tensor_affine,
+    per_tensor_symmetric,
+    qint8,
+    qint32,
+    qscheme,
+    quint2x4,
+    quint4x2,
+    quint8,
+)
+from ._quantized import (  # noqa: E402
+    _make_per_channel_quantized_tensor,
+    _make_per_tensor_quantized_tensor,
+    dequantize,
+    quantize_per_channel,
+    quantize_per_tensor,
+    quantize_per_tensor_dynamic,
+)
 from ._random import *  # noqa: E402,F401,F403
 from ._serialization import *  # noqa: E402,F401,F403
 from ._settings import *  # noqa: E402,F401,F403

@@ -33,7 +33,6 @@ from . import _dtype as D
 from . import _promotion as P
 from ._dispatch import FORCED, RECORD, Call, run_layers
 from ._halfcast import narrow, widen
-from ._layout import strided
 from ._tensor import Tensor
 
 REGISTRY = {}
@@ -211,12 +210,17 @@ def _scalar_as(x, cdt, xp):
     return np.array(int(x)).astype(cdt.np)[()]
 
 
-class SparseOperands(NotImplementedError):
-    """A sparse tensor met a dense implementation. A sparse tensor's array is a stand-in that is no NumPy array, so
-    only this branch sees it; the op's public function hands the call to ``SPARSE[0]`` (ember._sparse's dispatch)."""
+class StandInOperands(NotImplementedError):
+    """A sparse or quantized tensor met a dense implementation. Such a tensor's array is a stand-in that is no NumPy
+    array, so only this branch sees it; the op's public function hands the call to the ``dispatch`` registered for
+    the stand-in's type in ``STAND_INS`` (ember._sparse's, ember._quantized's)."""
+
+    def __init__(self, dispatch):
+        super().__init__("this op has no implementation for sparse or quantized tensors")
+        self.dispatch = dispatch
 
 
-SPARSE = [None]  # [dispatch(op, args, kwargs, out, mode)] for calls with sparse operands
+STAND_INS = {}  # stand-in array type -> dispatch(op, args, kwargs, out, mode)
 
 
 def _device_arrays(tensors):
@@ -227,8 +231,10 @@ def _device_arrays(tensors):
             break
     else:
         return np
-    if any(t.layout is not strided for t in tensors):
-        raise SparseOperands("this op has no implementation for sparse tensors")
+    for t in tensors:
+        dispatch = STAND_INS.get(type(t._data))
+        if dispatch is not None:
+            raise StandInOperands(dispatch)
     host = [type(t._data) is ndarray for t in tensors]
     devs = {t._data.device.id for t, h in zip(tensors, host) if not h}
     if len(devs) > 1 or any(h and t._data.ndim for t, h in zip(tensors, host)):
@@ -415,8 +421,8 @@ def _elementwise_slow(op, operands, kwargs, out, mode):
                     return RECORD[0](op, operands, kwargs, elementwise_impl(call))
                 return run_layers(call, elementwise_impl)
         return elementwise_impl(call)
-    except SparseOperands:
-        return SPARSE[0](op, operands, kwargs, out, mode)
+    except StandInOperands as e:
+        return e.dispatch(op, operands, kwargs, out, mode)
 
 
 def _scalar_first(op, suffix, args, kwargs, n):
@@ -635,8 +641,8 @@ def _make_general(op):
             if refusal is None:
                 raise
             raise refusal from None
-        except SparseOperands:
-            return SPARSE[0](op, args, kwargs, out, mode if out is None else "out")
+        except StandInOperands as e:
+            return e.dispatch(op, args, kwargs, out, mode if out is None else "out")
 
     def inplace(self, *args, **kwargs):
         try:
@@ -646,8 +652,8 @@ def _make_general(op):
             if refusal is None:
                 raise
             raise refusal from None
-        except SparseOperands:
-            return SPARSE[0](op, (self,) + args, kwargs, None, "inplace")
+        except StandInOperands as e:
+            return e.dispatch(op, (self,) + args, kwargs, None, "inplace")
 
     op.inplace_fn = inplace
     return fn

@@ -2,7 +2,7 @@
 
 A sparse tensor is a ``Tensor`` subclass holding its index arrays and a dense values tensor. Its ``_data`` is a
 stand-in (``_Meta``) that knows the dense shape and dtype but is no NumPy/CuPy array, so the dense fast paths
-never see one: the registry meets it only in its device check, raises ``SparseOperands`` there, and hands the
+never see one: the registry meets it only in its device check, raises ``StandInOperands`` there, and hands the
 call to ``dispatch`` below, which runs the few ops sparse tensors support (or names the op it cannot run).
 
 Gradients flow through the values tensor: every op computes its result's values with ember ops (plus
@@ -22,7 +22,7 @@ from . import _backend
 from . import _dtype as D
 from ._layout import sparse_coo, sparse_csr, strided
 from ._ops.arithmetic import wanted
-from ._registry import REGISTRY, SPARSE, TORCH_NAME, op
+from ._registry import REGISTRY, STAND_INS, TORCH_NAME, op
 from ._size import Size
 from ._tensor import Tensor, _wrap_dim
 
@@ -1154,7 +1154,7 @@ def _backend_name(t):
 
 
 def dispatch(op, args, kwargs, out, mode):
-    """Run a registry op that met a sparse operand (``_registry.SparseOperands``)."""
+    """Run a registry op that met a sparse operand (``_registry.StandInOperands``)."""
     handler = _HANDLERS.get(op.name) or (functools.partial(_unary, op) if op.name in _UNARY else None)
     if handler is None or out is not None or (mode == "inplace" and op.name not in _INPLACE):
         name = op.name + ("_" if mode == "inplace" else ".out" if out is not None else "")
@@ -1177,7 +1177,7 @@ def dispatch(op, args, kwargs, out, mode):
 
 
 _SLOTS = {cls: ("_data", "_val", "_leaf", "_rg") + cls.__slots__ for cls in (SparseCooTensor, SparseCsrTensor)}
-SPARSE[0] = dispatch
+STAND_INS[_Meta] = dispatch
 
 
 # ---- printing ------------------------------------------------------------------------------------------

@@ -1,0 +1,15 @@
+"""numba loops of quantized tensors (loaded through ``ember._jit`` only, never by ``import ember``).
+
+``quantize_fused`` is PyTorch's 8-bit ``quantize_per_tensor`` in one pass: ``rint(fma(x, inv, zero_point))``
+clamped to ``[lo, hi]``, with LLVM's fused multiply-add (the instruction where the CPU has one).
+"""
+import numba
+import numpy as np
+
+from ._numba_kernels import _fma
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy")
+def quantize_fused(x, inv, zero_point, lo, hi, out):
+    for i in range(x.size):
+        out[i] = np.int32(min(max(np.rint(_fma(x[i], inv, zero_point)), lo), hi))

@@ -1,0 +1,777 @@
+"""Quantized tensors: integers plus the parameters that map them to real values (per tensor or per channel).
+
+A quantized tensor is a ``Tensor`` subclass whose ``_data`` is a stand-in (``_QArray``) holding its integer array
+(one value per element, also for the packed 4- and 2-bit types) and its ``_Quantizer``. The stand-in is no NumPy
+array, so the dense fast paths never see one: the registry meets it in its device check and hands the call to
+``dispatch`` below (as it does sparse tensors), which runs the ops PyTorch allows on quantized tensors and raises
+PyTorch's NotImplementedError for the rest. Views and copies run the op on the integers and keep the parameters
+(per-channel tensors follow their channel axis through the op); quantized kernels live in ``ember.ops.quantized``.
+
+Numerics are PyTorch's (x86): ``quantize_per_tensor`` to 8 bits rounds ``x * (1/scale) + zero_point`` once (a fused
+multiply-add) half to even; qint32 and per-channel quantization round ``float32(x * (1/scale)) + zero_point``;
+dequantization is ``(q - zero_point) * float32(scale)`` in float32 (per channel in float64, rounded once).
+"""
+import builtins
+import math
+import warnings
+
+import numpy as np
+
+from . import _dtype as D
+from . import _jit, _parallel
+from . import _qtypes as Q
+from ._device import CPU, as_device
+from ._registry import REGISTRY, STAND_INS
+from ._tensor import Tensor, _address
+
+ndarray = np.ndarray
+_f32 = np.float32
+_wrap = Tensor._wrap
+
+
+class _Quantizer:
+    """The quantization parameters of a tensor: dtype and scheme, then ``scale``/``zero_point`` (Python float and
+    int) per tensor, or ``scales``/``zero_points`` (NumPy arrays: float64 and int64, or float32 for
+    per_channel_affine_float_qparams) and ``axis`` per channel."""
+
+    __slots__ = ("dtype", "qscheme", "scale", "zero_point", "scales", "zero_points", "axis")
+
+    def __init__(self, dtype, qscheme, scale=None, zero_point=None, scales=None, zero_points=None, axis=None):
+        self.dtype, self.qscheme = dtype, qscheme
+        self.scale, self.zero_point = scale, zero_point
+        self.scales, self.zero_points, self.axis = scales, zero_points, axis
+
+    @property
+    def per_channel(self):
+        return self.scales is not None
+
+    def channel(self, c):
+        """The per-tensor quantizer of channel ``c`` (what selecting one channel leaves)."""
+        return _Quantizer(self.dtype, Q.per_tensor_affine, builtins.float(_f32(self.scales[c])),
+                          builtins.int(self.zero_points[c]))
+
+    def channels(self, index, axis):
+        return _Quantizer(self.dtype, self.qscheme, scales=self.scales[index], zero_points=self.zero_points[index],
+                          axis=axis)
+
+    def same(self, other):
+        if self.dtype is not other.dtype or self.qscheme is not other.qscheme:
+            return False
+        if not self.per_channel:
+            return self.scale == other.scale and self.zero_point == other.zero_point
+        return (self.axis == other.axis and np.array_equal(self.scales, other.scales)
+                and np.array_equal(self.zero_points, other.zero_points))
+
+
+class _QArray:
+    """The stand-in array of a quantized tensor: its integers ``arr`` and quantizer ``q``. It answers the shape
+    questions Tensor's own methods ask; it is no array, so ops never compute on it."""
+
+    __slots__ = ("arr", "q")
+
+    def __init__(self, arr, q):
+        self.arr, self.q = arr, q
+
+    shape = property(lambda self: self.arr.shape)
+    ndim = property(lambda self: self.arr.ndim)
+    size = property(lambda self: self.arr.size)
+    strides = property(lambda self: self.arr.strides)
+    itemsize = property(lambda self: self.arr.itemsize)
+    nbytes = property(lambda self: self.arr.nbytes)
+    flags = property(lambda self: self.arr.flags)
+    dtype = property(lambda self: self.arr.dtype)  # (the registry promotes with it before it meets the stand-in)
+
+    def __array__(self, *args, **kwargs):
+        raise TypeError("a quantized tensor has no float array: use Tensor.dequantize() or Tensor.int_repr()")
+
+
+def _new(arr, q, like=None):
+    """A quantized tensor over integer array ``arr``; a view of ``like``'s memory shares its version counter."""
+    t = _wrap_q(_QArray(arr, q))
+    if like is not None:
+        t._version = like._version
+        t._base = like._base if like._base is not None else like
+    return t
+
+
+def _ints(t):
+    """A plain tensor over ``t``'s integers (same memory and version counter): ops run on it."""
+    i = _wrap(t._data.arr)
+    i._version, i._base = t._version, t._base
+    return i
+
+
+def _torch_name(t):
+    return "QuantizedCPU" if t.is_quantized else "CPU"
+
+
+def _not_implemented(name, t):
+    return NotImplementedError(f"Could not run 'aten::{name}' with arguments from the '{_torch_name(t)}' backend. "
+                               "This could be because the operator doesn't exist for this backend.")
+
+
+class QuantizedTensor(Tensor):
+    """A tensor of a quantized dtype (``ember.quint8``, ...): PyTorch's quantized CPU tensor."""
+
+    __slots__ = ()
+    is_quantized = True
+
+    @property
+    def dtype(self):
+        return self._data.q.dtype
+
+    @property
+    def device(self):
+        return CPU
+
+    is_cuda = False
+    is_cpu = True
+
+    def get_device(self):
+        return -1
+
+    def data_ptr(self):
+        return _address(self._data.arr)
+
+    const_data_ptr = data_ptr
+
+    def storage_offset(self):
+        base = (self._base if self._base is not None else self)._data.arr
+        return (_address(self._data.arr) - _address(base)) // self._data.arr.itemsize
+
+    def element_size(self):
+        return self._data.q.dtype.itemsize
+
+    # ---- the quantization parameters -----------------------------------------------------------------
+    def int_repr(self):
+        arr = self._data.arr
+        if self._data.q.dtype.bits < 8:
+            return _wrap(_pack(arr, self._data.q.dtype.bits))
+        return _wrap(arr.copy())
+
+    def qscheme(self):
+        return self._data.q.qscheme
+
+    def q_scale(self):
+        return self._per_tensor().scale
+
+    def q_zero_point(self):
+        return self._per_tensor().zero_point
+
+    def q_per_channel_scales(self):
+        return _wrap(self._per_channel().scales.copy())
+
+    def q_per_channel_zero_points(self):
+        return _wrap(self._per_channel().zero_points.copy())
+
+    def q_per_channel_axis(self):
+        return self._per_channel().axis
+
+    def _per_tensor(self):
+        q = self._data.q
+        if q.per_channel:
+            raise RuntimeError("Expected quantizer->qscheme() == kPerTensorAffine to be true, but got false.")
+        return q
+
+    def _per_channel(self):
+        q = self._data.q
+        if not q.per_channel:
+            raise RuntimeError("Expected quantizer->qscheme() == kPerChannelAffine || quantizer->qscheme() == "
+                               "kPerChannelAffineFloatQParams to be true, but got false.")
+        return q
+
+    def dequantize(self):
+        return _wrap(dequantize_array(self._data.arr, self._data.q))
+
+    # ---- conversions PyTorch refuses or answers from the real values --------------------------------
+    def numpy(self, *, force=False):
+        raise TypeError(f"Got unsupported ScalarType {self.dtype.torch_name}")
+
+    def __array__(self, dtype=None, copy=None):
+        self.numpy()
+
+    def tolist(self):
+        raise RuntimeError("load_scalar: invalid type")
+
+    def item(self):
+        if self._data.size != 1:
+            raise RuntimeError(f"a Tensor with {self._data.size} elements cannot be converted to Scalar")
+        return self.dequantize().item()
+
+    def _host(self):
+        return self.dequantize()._data
+
+    def is_signed(self):
+        return self.dtype.is_signed
+
+    def is_floating_point(self):
+        return False
+
+    # ---- autograd: quantized tensors never require grad ---------------------------------------------
+    @property
+    def requires_grad(self):
+        return False
+
+    @requires_grad.setter
+    def requires_grad(self, value):
+        if value:
+            raise RuntimeError("only Tensors of floating point dtype can require gradients")
+
+    @property
+    def data(self):
+        return self.detach()
+
+    def detach(self):
+        return _new(self._data.arr, self._data.q, self)
+
+    def detach_(self):
+        return self
+
+    def contiguous(self, memory_format=None):
+        return self if self._data.arr.flags.c_contiguous else self.clone()
+
+    def __repr__(self, *, tensor_contents=None):
+        return quantized_repr(self, tensor_contents)
+
+    def __reduce_ex__(self, protocol):
+        q = self._data.q
+        params = (q.scale, q.zero_point) if not q.per_channel else (q.scales, q.zero_points, q.axis)
+        return _rebuild, (np.ascontiguousarray(self._data.arr), q.dtype.name, q.qscheme.name, params)
+
+    def __deepcopy__(self, memo):
+        if id(self) not in memo:
+            memo[id(self)] = self.clone()
+        return memo[id(self)]
+
+    def __hash__(self):
+        return id(self)
+
+
+_wrap_q = QuantizedTensor._wrap
+
+
+def _rebuild(arr, dtype, qscheme, params):
+    """A quantized tensor from its pickled parts (plain pickling: copy, multiprocessing)."""
+    q = _Quantizer(Q.by_name(dtype), getattr(Q, qscheme), *params) if len(params) == 2 else \
+        _Quantizer(Q.by_name(dtype), getattr(Q, qscheme), scales=params[0], zero_points=params[1], axis=params[2])
+    return _new(arr, q)
+
+
+def _pack(arr, bits):
+    """The bytes of sub-byte values, ``8 // bits`` to a byte, the first in the low bits (PyTorch's int_repr)."""
+    per = 8 // bits
+    flat = arr.reshape(-1)
+    padded = np.zeros(-(-flat.size // per) * per, np.uint8)
+    padded[:flat.size] = flat
+    parts = padded.reshape(-1, per).astype(np.uint8)
+    out = np.zeros(parts.shape[0], np.uint8)
+    for k in range(per):
+        out |= parts[:, k] << np.uint8(k * bits)
+    return out
+
+
+def _unpack(packed, bits, shape):
+    per = 8 // bits
+    vals = np.stack([(packed >> np.uint8(k * bits)) & np.uint8((1 << bits) - 1) for k in range(per)], 1)
+    return vals.reshape(-1)[:math.prod(shape)].reshape(shape)
+
+
+# ---- quantizing and dequantizing arrays -----------------------------------------------------------------------
+def quantize_fused(x, scale, zero_point, dtype):
+    """Integers of float32 array ``x``: ``rint(fma(x, 1/scale, zero_point))`` clamped (PyTorch's 8-bit
+    ``quantize_per_tensor``). The product of two float32 values is exact in float64, and so is adding a zero point
+    of a few bits: the float64 sum rounded to float32 is the fused result. Large inputs take a compiled loop."""
+    inv = _f32(1) / _f32(scale)
+    out = np.empty(x.shape, dtype.np)
+    if x.size and dtype.bits <= 8:
+        fn = _jit.loop("ember._qloops", "quantize_fused", _SIG[dtype.np], x.size)
+        if fn is not None:
+            xs = np.ascontiguousarray(x)
+            _parallel.loop(lambda a, o: fn(a, inv, _f32(zero_point), _f32(dtype.qmin), _f32(dtype.qmax), o),
+                           xs.reshape(-1), out=out.reshape(-1), minimum=_parallel.MIN_SIZE)
+            return out
+    v = np.multiply(x, np.float64(inv), dtype=np.float64)
+    v += zero_point
+    r = v.astype(_f32)
+    np.rint(r, out=r)
+    np.clip(r, dtype.qmin, dtype.qmax, out=r)
+    out[...] = r
+    return out
+
+
+_SIG = {np.dtype(np.int8): "(float32[::1], float32, float32, float32, float32, int8[::1])",
+        np.dtype(np.uint8): "(float32[::1], float32, float32, float32, float32, uint8[::1])"}
+
+
+def quantize_unfused(x, inv, zero_point, dtype):
+    """Integers of float32 ``x``: ``rint(float32(x * inv) + zero_point)`` clamped (qint32, per channel: ``inv`` and
+    ``zero_point`` broadcast against ``x``)."""
+    r = np.multiply(x, inv, dtype=_f32)
+    if dtype is Q.qint32:  # (float32 holds no int32 bound: clamp in float64)
+        r = np.rint(r.astype(np.float64) + zero_point)
+    else:
+        r += zero_point
+        np.rint(r, out=r)
+    np.clip(r, dtype.qmin, dtype.qmax, out=r)
+    return r.astype(dtype.np)
+
+
+def quantize_rounded(x, scale, zero_point, dtype):
+    """Integers of float32 ``x`` as PyTorch's vectorised kernels requantize: ``rint(float32(x * inv)) +
+    zero_point`` clamped (the zero point added after rounding), ``inv = float32(1 / scale)``."""
+    inv = _f32(1.0 / scale)
+    r = np.multiply(x, inv, dtype=_f32)
+    np.rint(r, out=r)
+    r = r.astype(np.float64) if dtype is Q.qint32 else r
+    r += zero_point
+    np.clip(r, dtype.qmin, dtype.qmax, out=r)
+    return r.astype(dtype.np)
+
+
+def dequantize_array(arr, q):
+    """The float32 values of integers ``arr`` under quantizer ``q``."""
+    if not q.per_channel:
+        r = arr.astype(_f32)
+        r -= _f32(q.zero_point)
+        r *= _f32(q.scale)
+        return r
+    shape = [1] * arr.ndim
+    shape[q.axis] = -1
+    if q.qscheme is Q.per_channel_affine_float_qparams:
+        r = arr.astype(_f32)
+        r -= q.zero_points.astype(_f32).reshape(shape)
+        r *= q.scales.astype(_f32).reshape(shape)
+        return r
+    r = arr.astype(np.float64) - q.zero_points.reshape(shape)
+    r *= q.scales.reshape(shape)
+    return r.astype(_f32)
+
+
+# ---- creation -------------------------------------------------------------------------------------------------
+_warned = []
+
+
+def _warn_deprecated():
+    """PyTorch 2.13 warns once per process that creating 8- and 32-bit quantized tensors is deprecated."""
+    if not _warned:
+        _warned.append(True)
+        warnings.warn("ember.quantize_per_tensor, ember.quantize_per_channel and other quantized tensor creation "
+                      "functions that produce tensors with dtype ember.quint8, ember.qint8, and ember.qint32 are "
+                      "deprecated and will be removed in a future PyTorch release.", UserWarning, stacklevel=3)
+
+
+def _check_dtype(dtype):
+    if not isinstance(dtype, Q._QuantizedDtype):
+        name = {D.float32: "Float", D.float64: "Double"}.get(dtype, str(dtype))
+        raise RuntimeError(f"ScalarType {name} is not supported in new_qtensor.")
+
+
+def _float_input(input):
+    if not isinstance(input, Tensor):
+        raise TypeError(f"quantize_per_tensor(): argument 'input' (position 1) must be Tensor, not "
+                        f"{type(input).__name__}")
+    if input.is_quantized or input.dtype is not D.float32:
+        from ._registry import TORCH_NAME
+        raise RuntimeError(f"Quantize only works on Float Tensor, got {TORCH_NAME.get(input.dtype, input.dtype)}")
+    if input.is_cuda:
+        raise RuntimeError("ember has no quantized CUDA tensors (PyTorch's quantized kernels run on the CPU): move "
+                           "the tensor to the CPU first")
+    return input._data
+
+
+def _check_zero_point(zp, dtype, where):
+    if zp > dtype.qmax:
+        raise RuntimeError(f"{where} zero_point {zp} is above upper bound.")
+    if zp < dtype.qmin:
+        raise RuntimeError(f"{where} zero_point {zp} is below lower bound.")
+
+
+def _scalar_param(v, kind):
+    if isinstance(v, Tensor):
+        if v.numel() != 1:
+            raise RuntimeError(f"quantize_per_tensor: {kind} must hold one element, got {v.numel()}")
+        v = v.item()
+    return builtins.float(v) if kind == "scale" else builtins.int(v)
+
+
+def quantize_per_tensor(input, scale, zero_point, dtype):
+    """Quantize float32 ``input`` with one scale and zero point (numbers or one-element tensors); given a list of
+    tensors, quantize each with its entry of the tensors ``scale`` and ``zero_point``."""
+    if isinstance(input, (list, tuple)):
+        if not (isinstance(scale, Tensor) and isinstance(zero_point, Tensor)):
+            raise TypeError(f"quantize_per_tensor() received an invalid combination of arguments - got (list, "
+                            f"{type(scale).__name__}, {type(zero_point).__name__}, {type(dtype).__name__})")
+        scales, zps = scale.reshape(-1).tolist(), zero_point.reshape(-1).tolist()
+        return [quantize_per_tensor(x, _f32(s).item(), z, dtype) for x, s, z in zip(input, scales, zps)]
+    if isinstance(scale, Tensor) and scale.dtype is not D.float64:
+        scale = _f32(scale.item()).item()  # (PyTorch reads a float32 scale tensor as float32)
+    scale, zero_point = _scalar_param(scale, "scale"), _scalar_param(zero_point, "zero_point")
+    _check_dtype(dtype)
+    x = _float_input(input)
+    _check_zero_point(zero_point, dtype, "quantize_tensor_per_tensor_affine")
+    _warn_deprecated()
+    if dtype is Q.qint32:
+        ints = quantize_unfused(x, _f32(1) / _f32(scale), _f32(zero_point), dtype)
+    else:
+        ints = quantize_fused(x, scale, zero_point, dtype)
+    return _new(ints, _Quantizer(dtype, Q.per_tensor_affine, scale, zero_point))
+
+
+def choose_qparams(lo, hi, dtype, reduce_range=False):
+    """(scale, zero_point) that map [min(lo, 0), max(hi, 0)] onto ``dtype``'s integers (PyTorch's
+    ``choose_qparams`` for dynamic quantization: float32 arithmetic, the zero point nudged into range)."""
+    qmin, qmax = dtype.qmin, dtype.qmax
+    if reduce_range:
+        qmin, qmax = qmin // 2, qmax // 2
+    lo, hi = min(builtins.float(_f32(lo)), 0.0), max(builtins.float(_f32(hi)), 0.0)
+    scale = (hi - lo) / (qmax - qmin)
+    if builtins.float(_f32(scale)) == 0 or math.isinf(1 / builtins.float(_f32(scale))):
+        scale = 0.1
+    scale = builtins.float(_f32(scale))
+    zp_min, zp_max = qmin - lo / scale, qmax - hi / scale
+    err_min, err_max = abs(qmin) - abs(lo / scale), abs(qmax) - abs(hi / scale)
+    initial = zp_min if err_min < err_max else zp_max
+    zp = qmin if initial < qmin else qmax if initial > qmax else builtins.int(np.rint(initial))
+    return scale, zp
+
+
+def quantize_per_tensor_dynamic(input, dtype, reduce_range):
+    """Quantize ``input`` with the scale and zero point its own range gives (quint8, qint8)."""
+    if dtype not in (Q.quint8, Q.qint8):
+        raise RuntimeError(f"dtype {dtype.torch_name if isinstance(dtype, Q._QuantizedDtype) else dtype}"
+                           "not supported")
+    x = _float_input(input)
+    lo, hi = (builtins.float(x.min()), builtins.float(x.max())) if x.size else (0.0, 0.0)
+    scale, zp = choose_qparams(lo, hi, Q.quint8, reduce_range)
+    if dtype is Q.qint8:
+        zp -= 128
+    return quantize_per_tensor(input, scale, zp, dtype)
+
+
+def _channel_params(scales, zero_points, axis, ndim, shape, where):
+    if not isinstance(scales, Tensor) or not isinstance(zero_points, Tensor):
+        raise TypeError(f"{where}: scales and zero_points must be tensors")
+    if scales.dim() != 1:
+        raise RuntimeError("scale tensor must have dimension 1")
+    if zero_points.dim() != 1:
+        raise RuntimeError("zero_points tensor must have dimension 1")
+    if scales.numel() != zero_points.numel():
+        raise RuntimeError("number of elements in scales and zero_points must match")
+    if not scales.dtype.is_floating_point:
+        raise RuntimeError("scale tensor must be floating point")
+    if not 0 <= axis < ndim:
+        raise RuntimeError(f"Channel axis out of range in per channel affine quantization. Got: {axis}Expected: "
+                           f"[0, {ndim})")
+    if shape[axis] != scales.numel():
+        raise RuntimeError(f"length of scales must equal to channel, expected {shape[axis]} got, {scales.numel()}")
+    float_zp = zero_points.dtype.is_floating_point
+    s = scales._data.astype(_f32 if float_zp else np.float64)
+    z = zero_points._data.astype(_f32 if float_zp else np.int64)
+    return s, z, float_zp
+
+
+def quantize_per_channel(input, scales, zero_points, axis, dtype):
+    """Quantize float32 ``input`` with one scale and zero point per index along ``axis``; float zero points give
+    ``per_channel_affine_float_qparams``."""
+    x = _float_input(input)
+    s, z, float_zp = _channel_params(scales, zero_points, axis, x.ndim, x.shape, "quantize_per_channel")
+    _check_dtype(dtype)
+    if dtype.bits < 8 and not float_zp:
+        raise NotImplementedError(f"\"quantize_tensor_per_channel_affine\" not implemented for '{dtype.torch_name}'")
+    shape = [1] * x.ndim
+    shape[axis] = -1
+    if float_zp:
+        # per-channel float qparams: rint(x / scale + zero_point) in float32 (PyTorch's embedding-bag packing)
+        inv = _f32(1) / s.reshape(shape)
+        r = np.rint(np.multiply(x, inv, dtype=_f32) + z.reshape(shape))
+        ints = np.clip(r, dtype.qmin, dtype.qmax).astype(dtype.np)
+        scheme = Q.per_channel_affine_float_qparams
+    else:
+        for zp in z.tolist():
+            _check_zero_point(zp, dtype, "quantize_tensor_per_channel_affine")
+        inv = _f32(1) / s.astype(_f32).reshape(shape)
+        ints = quantize_unfused(x, inv, z.astype(_f32 if dtype is not Q.qint32 else np.float64).reshape(shape),
+                                dtype)
+        scheme = Q.per_channel_affine
+    _warn_deprecated()
+    return _new(ints, _Quantizer(dtype, scheme, scales=s, zero_points=z, axis=axis))
+
+
+def _int_input(input):
+    if input.is_quantized or input.dtype not in Q.QUANTIZED_OF:
+        raise RuntimeError("Creation of quantized tensor requires quantized dtype like torch.quint8")
+    return Q.QUANTIZED_OF[input.dtype]
+
+
+def _make_per_tensor_quantized_tensor(input, scale, zero_point):
+    """A quantized tensor over a copy of integer tensor ``input`` (int8 -> qint8, uint8 -> quint8, int32 ->
+    qint32) with the given scale and zero point."""
+    dtype = _int_input(input)
+    _warn_deprecated()
+    return _new(input._data.copy(), _Quantizer(dtype, Q.per_tensor_affine, _scalar_param(scale, "scale"),
+                                               _scalar_param(zero_point, "zero_point")))
+
+
+def _make_per_channel_quantized_tensor(input, scale, zero_point, axis):
+    dtype = _int_input(input)
+    s, z, float_zp = _channel_params(scale, zero_point, axis, input.dim(), input.shape,
+                                     "_make_per_channel_quantized_tensor")
+    scheme = Q.per_channel_affine_float_qparams if float_zp else Q.per_channel_affine
+    _warn_deprecated()
+    return _new(input._data.copy(), _Quantizer(dtype, scheme, scales=s, zero_points=z, axis=axis))
+
+
+def dequantize(tensor):
+    """The float32 values of a quantized tensor (a float tensor is returned as is), or a list of them."""
+    if isinstance(tensor, (list, tuple)):
+        return [dequantize(t) for t in tensor]
+    return tensor.dequantize() if tensor.is_quantized else tensor
+
+
+def _float_dequantize(self):
+    return self
+
+
+def _refuse(name):
+    def method(self, *args, **kwargs):
+        raise _not_implemented(name, self)
+    method.__name__ = name
+    return method
+
+
+Tensor.dequantize = _float_dequantize
+for _name in ("int_repr", "q_scale", "q_zero_point", "qscheme", "q_per_channel_scales", "q_per_channel_zero_points",
+              "q_per_channel_axis"):
+    setattr(Tensor, _name, _refuse(_name))
+
+
+# ---- ops on quantized tensors ---------------------------------------------------------------------------------
+# per-channel tensors refuse ops that give them new strides, as PyTorch's do
+_RESTRIDING = {"transpose", "permute", "t", "swapaxes", "swapdims", "movedim", "moveaxis", "expand", "expand_as",
+               "broadcast_to", "adjoint", "as_strided"}
+_ON_INTS = {"view", "view_as", "reshape", "reshape_as", "flatten", "unflatten", "squeeze", "unsqueeze", "__getitem__",
+            "narrow", "select", "unbind", "chunk", "split", "split_with_sizes", "tensor_split", "unsafe_chunk",
+            "unsafe_split", "clone", "flip", "repeat", "index_select", "unfold", "ravel", "fliplr", "flipud",
+            "roll_", "narrow_copy", "hsplit", "vsplit", "dsplit", "atleast_1d", "atleast_2d", "atleast_3d",
+            *_RESTRIDING}
+
+
+def _rewrap(r, t, view, cid=None):
+    """The quantized tensor of integer result ``r`` of an op on ``t``'s integers (``cid``: the op's result on
+    ``t``'s channel ids, for per-channel tensors)."""
+    q = t._data.q
+    if q.per_channel:
+        q = _follow_channels(q, cid._data)
+    shares = view and np.shares_memory(r._data, t._data.arr)
+    return _new(r._data, q, t if shares else None)
+
+
+def _follow_channels(q, c):
+    """The quantizer of a per-channel tensor's op result, from the op's result ``c`` on its channel ids (zero-strided
+    along every dim but the axis): the dim that still steps through channels is the new axis, no such dim (the axis
+    was selected away) leaves the selected channel's per-tensor parameters."""
+    if c.size == 0:
+        return q
+    moving = [d for d in range(c.ndim) if c.shape[d] > 1 and c.strides[d] != 0]
+    if len(moving) > 1:  # a copy: find the one dim along which the ids vary
+        moving = [d for d in moving if np.array_equal(c, np.broadcast_to(
+            c[tuple(slice(None) if e == d else slice(0, 1) for e in range(c.ndim))], c.shape))]
+    if len(moving) == 1:
+        d = moving[0]
+        return q.channels(c[tuple(slice(None) if e == d else 0 for e in range(c.ndim))], d)
+    if not moving:
+        first = c.reshape(-1)[0]
+        if c.ndim and q.axis < c.ndim and c.shape[q.axis] == 1:  # (one channel kept along the axis)
+            return q.channels(first.reshape(1), q.axis)
+        return q.channel(first)
+    raise RuntimeError(f"length of scales must equal to channel, expected {c.size} got, {q.scales.size}")
+
+
+def _channel_ids(t):
+    q = t._data.q
+    shape = [1] * t._data.ndim
+    shape[q.axis] = -1
+    return _wrap(np.broadcast_to(np.arange(q.scales.size).reshape(shape), t._data.shape))
+
+
+def _run_on_ints(op, args, kwargs):
+    t = args[0]
+    r = op.fn(_ints(t), *args[1:], **kwargs)
+    cid = None
+    if t._data.q.per_channel:
+        if op.name in _RESTRIDING:
+            raise RuntimeError("Setting strides is possible only on uniformly quantized tensor")
+        cid = op.fn(_channel_ids(t), *args[1:], **kwargs)
+    view = bool(op.view) if not callable(op.view) else True
+    if isinstance(r, Tensor):
+        return _rewrap(r, t, view, cid)
+    return type(r)(_rewrap(x, t, view, c) for x, c in zip(r, cid if cid is not None else [None] * len(r)))
+
+
+def _quantized_operands(args):
+    return [a for a in args if isinstance(a, QuantizedTensor)]
+
+
+def _compare(op, args, kwargs):
+    """Comparisons see the real values of quantized operands (PyTorch dequantizes them)."""
+    return op.fn(*[a.dequantize() if isinstance(a, QuantizedTensor) else a for a in args], **kwargs)
+
+
+def _equal(op, args, kwargs):
+    a, b = args
+    if not (isinstance(a, QuantizedTensor) and isinstance(b, QuantizedTensor)):
+        return False
+    return (a._data.q.same(b._data.q) and a._data.shape == b._data.shape
+            and builtins.bool(np.array_equal(a._data.arr, b._data.arr)))
+
+
+def _to_copy(op, args, kwargs):
+    t = args[0]
+    dtype, device = kwargs.get("dtype"), kwargs.get("device")
+    if device is not None and as_device(device).type != "cpu":
+        raise RuntimeError("ember has no quantized CUDA tensors (PyTorch's quantized kernels run on the CPU)")
+    if dtype is not None and dtype is not t.dtype:
+        if isinstance(dtype, Q._QuantizedDtype):
+            raise RuntimeError("Expected self.scalar_type() == src.scalar_type() to be true, but got false.")
+        raise RuntimeError("Creation of quantized tensor requires quantized dtype like torch.quint8")
+    return _new(t._data.arr.copy(), t._data.q)
+
+
+def _copy_(op, args, kwargs):
+    target, src = args[0], args[1]
+    if not isinstance(target, QuantizedTensor):
+        raise RuntimeError("Copying from quantized Tensor to non-quantized Tensor is not allowed, please use "
+                           "dequantize to get a float Tensor from a quantized Tensor")
+    q = target._data.q
+    if isinstance(src, QuantizedTensor):
+        if src.dtype is not target.dtype:
+            raise RuntimeError("Quantized Copy only works with same qtype")
+        arr = np.broadcast_to(src._data.arr, target._data.shape)
+        target._data.q = src._data.q  # (PyTorch's copy_ of a quantized source takes its parameters)
+    else:
+        if q.per_channel:
+            raise RuntimeError("Quantized copy only works with kPerTensorAffine on Quantizer")
+        x = src.to(D.float32)._data if isinstance(src, Tensor) else np.float32(src)
+        arr = quantize_fused(np.broadcast_to(x, target._data.shape), q.scale, q.zero_point, q.dtype) \
+            if q.dtype is not Q.qint32 else quantize_unfused(np.broadcast_to(x, target._data.shape),
+                                                              _f32(1) / _f32(q.scale), _f32(q.zero_point), q.dtype)
+    target._data.arr[...] = arr
+    target._version[0] += 1
+    return target
+
+
+def _fill_(op, args, kwargs):
+    t, value = args
+    q = t._data.q
+    value = value.item() if isinstance(value, Tensor) else value
+    if q.per_channel:
+        raise RuntimeError("Quantized fill only works with kPerTensorAffine on Quantizer")
+    t._data.arr[...] = quantize_fused(np.full((), value, _f32), q.scale, q.zero_point, q.dtype)
+    t._version[0] += 1
+    return t
+
+
+def _masked_fill(op, args, kwargs):
+    t, mask, value = args
+    r = _new(t._data.arr.copy(), t._data.q)
+    r._data.arr[np.broadcast_to(mask._data, t._data.shape)] = 0
+    filler = _new(np.empty((), t._data.arr.dtype), t._data.q)
+    _fill_(None, (filler, value), {})
+    r._data.arr[np.broadcast_to(mask._data, t._data.shape)] = filler._data.arr
+    return r
+
+
+def _cat(op, args, kwargs):
+    from .ops import quantized
+    tensors = args[0]
+    dim = args[1] if len(args) > 1 else kwargs.get("dim", 0)
+    if not all(isinstance(x, QuantizedTensor) for x in tensors):
+        raise _not_implemented("qscheme", next(x for x in tensors if not isinstance(x, QuantizedTensor)))
+    first = tensors[0]._data.q
+    if first.per_channel:
+        raise RuntimeError("Only per-tensor quantization is supported in Cat.")
+    if op.name == "stack":
+        tensors, dim = [x.unsqueeze(dim) for x in tensors], dim if dim >= 0 else dim + tensors[0].dim() + 1
+    return quantized.cat(tensors, dim, first.scale, first.zero_point)
+
+
+def _kernel(name):
+    def run(op, args, kwargs):
+        from .ops import quantized
+        return getattr(quantized, "_" + name)(*args, **kwargs)
+    return run
+
+
+_HANDLERS = {
+    "eq": _compare, "ne": _compare, "lt": _compare, "le": _compare, "gt": _compare, "ge": _compare,
+    "equal": _equal, "_to_copy": _to_copy, "copy_": _copy_, "fill_": _fill_, "masked_fill": _masked_fill,
+    "cat": _cat, "concat": _cat, "concatenate": _cat, "stack": _cat,
+    **{name: _kernel(name) for name in ("relu", "hardtanh", "clamp", "clip", "clamp_min", "clamp_max", "sigmoid",
+                                        "tanh", "hardsigmoid", "leaky_relu", "gelu", "mean", "max", "min", "topk",
+                                        "sort", "max_pool1d", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d",
+                                        "_upsample")},
+}
+# in-place calls PyTorch runs on quantized tensors (the kernel writes the result into the target)
+_INPLACE = {"copy_", "fill_", "relu", "hardtanh", "clamp", "clip", "clamp_min", "clamp_max", "leaky_relu", "sigmoid",
+            "tanh", "hardsigmoid", "masked_fill"}
+
+
+def dispatch(op, args, kwargs, out, mode):
+    """Run a registry op that met a quantized operand."""
+    handler = _HANDLERS.get(op.name) or (_run_on_ints if op.name in _ON_INTS else None)
+    quantized = next((a for a in list(args) + list(kwargs.values())
+                      if isinstance(a, QuantizedTensor) or (type(a) in (list, tuple) and a
+                                                            and isinstance(a[0], QuantizedTensor))), None)
+    if handler is None or out is not None or (mode == "inplace" and op.name not in _INPLACE):
+        name = op.name + ("_" if mode == "inplace" else ".out" if out is not None else "")
+        if quantized is not None and not isinstance(quantized, Tensor):
+            quantized = quantized[0]
+        if any(isinstance(a, Tensor) and not a.is_quantized and a.dtype.is_floating_point for a in args) and \
+                op.kind == "elementwise":
+            f = next(a for a in args if isinstance(a, Tensor) and not a.is_quantized)
+            names = [x.dtype.torch_name if x.is_quantized else _TORCH_FLOAT.get(x.dtype, str(x.dtype))
+                     for x in args if isinstance(x, Tensor)]
+            del f
+            raise RuntimeError("promoteTypes with quantized numbers is not handled yet; figure out what the correct "
+                               f"rules should be, offending types: {' '.join(names)}")
+        raise _not_implemented(name, quantized if quantized is not None else args[0])
+    if mode == "inplace" and op.name not in ("copy_", "fill_"):
+        target = args[0]
+        r = handler(op, args, kwargs)
+        target._data.arr[...] = r._data.arr
+        target._data.q = r._data.q
+        target._version[0] += 1
+        return target
+    return handler(op, args, kwargs)
+
+
+_TORCH_FLOAT = {D.float32: "Float", D.float64: "Double", D.float16: "Half", D.bfloat16: "BFloat16"}
+STAND_INS[_QArray] = dispatch
+
+
+# ---- printing -------------------------------------------------------------------------------------------------
+def quantized_repr(t, tensor_contents=None):
+    """``repr`` of a quantized tensor as PyTorch lays it out: the real values, then size, dtype, scheme and
+    parameters."""
+    from ._printing import _host_values, _opts, _Printer, _with_suffixes
+    prefix = "tensor("
+    q = t._data.q
+    suffixes = [f"size={tuple(t._data.shape)}", f"dtype={q.dtype}", f"quantization_scheme={q.qscheme}"]
+    if q.per_channel:
+        suffixes += [f"scale={_wrap(q.scales)!r}", f"zero_point={_wrap(q.zero_points)!r}", f"axis={q.axis}"]
+    else:
+        suffixes += [f"scale={q.scale!r}", f"zero_point={q.zero_point}"]
+    text = tensor_contents
+    if text is None:
+        values = t.dequantize()
+        if values._data.size == 0:
+            text = "[]"
+        else:
+            arr = _host_values(values)
+            text = _Printer(arr, arr.size > _opts["threshold"]).block(arr, len(prefix))
+    return _with_suffixes(prefix + text, suffixes, len(prefix))
+
+
+def registered(name):
+    """The registry op ``name`` (the kernels of ``ember.ops.quantized`` run registry ops on integers)."""
+    return REGISTRY[name]

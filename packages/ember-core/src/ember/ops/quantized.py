@@ -1,0 +1,396 @@
+"""Quantized kernels: ``ember.ops.quantized.add(qa, qb, scale, zero_point)`` and the rest of PyTorch's
+``torch.ops.quantized`` elementwise family, plus the kernels behind ``ember.relu(q)``, ``ember.sigmoid(q)``, pooling
+and the other top-level ops PyTorch runs on quantized tensors.
+
+Numerics are those of PyTorch's x86 kernels. Elementwise kernels dequantize as ``fma(q, scale, -zero_point *
+scale)`` in float32, compute in float32 and requantize as ``rint(float32(y * inv_scale)) + zero_point``, clamped
+(``_qt.quantize_rounded``); products requantize the integer product ``(qa - za) * (qb - zb)`` with the float32
+multiplier ``sa * sb / s``; ops that keep the input's parameters (relu, clamp, max pooling, topk) work on the
+integers themselves.
+"""
+import builtins
+
+import numpy as np
+
+from .. import _dtype as D
+from .. import _qtypes as Q
+from .. import _quantized as _qt
+from .._registry import REGISTRY
+from .._tensor import Tensor
+
+_f32 = np.float32
+_wrap = Tensor._wrap
+
+
+def _check(qx, name):
+    if not getattr(qx, "is_quantized", False):
+        raise _qt._not_implemented(f"quantized::{name}", qx)
+    q = qx._data.q
+    if q.per_channel:
+        raise RuntimeError(f"quantized::{name}: only per-tensor quantized tensors are supported")
+    return q
+
+
+def _dequantize(arr, q):
+    """float32 values as PyTorch's vectorised kernels compute them: ``q * scale + (-zero_point * scale)`` fused
+    (the premultiplied term rounded to float32; the product of float32 values is exact in float64)."""
+    s = _f32(q.scale)
+    r = arr.astype(np.float64)
+    r *= np.float64(s)
+    r += np.float64(s * _f32(-q.zero_point))
+    return r.astype(_f32)
+
+
+def _out(ints, dtype, scale, zero_point):
+    return _qt._new(ints, _qt._Quantizer(dtype, Q.per_tensor_affine, builtins.float(scale),
+                                         builtins.int(zero_point)))
+
+
+def _requantized(y, dtype, scale, zero_point):
+    return _out(_qt.quantize_rounded(y, scale, zero_point, dtype), dtype, scale, zero_point)
+
+
+def _same_dtype(qa, qb, name):
+    if qa.dtype is not qb.dtype:
+        raise RuntimeError(f"{name} operands should have same data type.")
+
+
+def _binary(qa, qb, scale, zero_point, relu, name):
+    qa_q, qb_q = _check(qa, name), _check(qb, name)
+    _same_dtype(qa, qb, "Add" if "add" in name else "Mul")
+    a, b = np.broadcast_arrays(qa._data.arr, qb._data.arr)
+    return qa_q, qb_q, a, b
+
+
+def add(qa, qb, scale, zero_point):
+    """``qa + qb`` requantized to ``scale``/``zero_point``."""
+    return _add(qa, qb, scale, zero_point, False)
+
+
+def add_relu(qa, qb, scale, zero_point):
+    return _add(qa, qb, scale, zero_point, True)
+
+
+def _add(qa, qb, scale, zero_point, relu):
+    qa_q, qb_q, a, b = _binary(qa, qb, scale, zero_point, relu, "add")
+    y = _dequantize(a, qa_q)
+    y += _dequantize(b, qb_q)
+    if relu:
+        np.maximum(y, 0, out=y)
+    return _requantized(y, qa_q.dtype, scale, zero_point)
+
+
+def mul(qa, qb, scale, zero_point):
+    """``qa * qb`` requantized: the integer product times ``float32(sa * sb / scale)``."""
+    return _mul(qa, qb, scale, zero_point, False)
+
+
+def mul_relu(qa, qb, scale, zero_point):
+    return _mul(qa, qb, scale, zero_point, True)
+
+
+def _mul(qa, qb, scale, zero_point, relu):
+    qa_q, qb_q, a, b = _binary(qa, qb, scale, zero_point, relu, "mul")
+    inv = np.float64(_f32(1) / _f32(scale))
+    multiplier = _f32(qa_q.scale * qb_q.scale * inv)
+    c = (a.astype(np.int32) - qa_q.zero_point) * (b.astype(np.int32) - qb_q.zero_point)
+    r = np.rint(c.astype(_f32) * multiplier).astype(np.float64)
+    r += zero_point
+    dtype = qa_q.dtype
+    np.clip(r, max(dtype.qmin, zero_point) if relu else dtype.qmin, dtype.qmax, out=r)
+    return _out(r.astype(dtype.np), dtype, scale, zero_point)
+
+
+def _scalar_value(b):
+    return b.item() if isinstance(b, Tensor) else b
+
+
+def add_scalar(qa, b):
+    """``qa + b``: the integers kept, the zero point moved by ``round(b / scale)`` (requantized when the move
+    would leave the integer range)."""
+    return _add_scalar(qa, b, False)
+
+
+def add_scalar_relu(qa, b):
+    return _add_scalar(qa, b, True)
+
+
+def _add_scalar(qa, b, relu):
+    q = _check(qa, "add_scalar")
+    s, z = q.scale, q.zero_point
+    c_q = builtins.int(np.rint(_scalar_value(b) / s))
+    qmin, qmax = q.dtype.qmin, q.dtype.qmax
+    arr = qa._data.arr.astype(np.int64)
+    if qmin <= z - c_q <= qmax:  # the common case: a shift of the zero point
+        z_new, s_new, r = z - c_q, s, arr
+    else:
+        if z - c_q < qmin:
+            s_new, z_new = (qmax - (z - c_q)) / (qmax - qmin) * s, qmin
+        else:
+            s_new, z_new = ((z - c_q) - qmin) / (qmax - qmin) * s, qmax
+        y = _dequantize(qa._data.arr, q) + _f32(c_q * s)
+        r = _qt.quantize_rounded(y.astype(_f32), s_new, z_new, q.dtype).astype(np.int64)
+    if relu:
+        r = np.maximum(r, z_new)
+    return _out(np.clip(r, qmin, qmax).astype(q.dtype.np), q.dtype, s_new, z_new)
+
+
+def mul_scalar(qa, b):
+    """``qa * b``: the integers kept, the scale multiplied by ``|b|`` (a negative ``b`` mirrors the integers);
+    ``b == 0`` gives zeros with scale 1 and zero point 0."""
+    return _mul_scalar(qa, b, False)
+
+
+def mul_scalar_relu(qa, b):
+    return _mul_scalar(qa, b, True)
+
+
+def _mul_scalar(qa, b, relu):
+    q = _check(qa, "mul_scalar")
+    b = builtins.float(_scalar_value(b))
+    qmin, qmax = q.dtype.qmin, q.dtype.qmax
+    arr = qa._data.arr
+    if b == 0:
+        scale, zp, r = 1.0, 0, np.zeros_like(arr)
+    elif b > 0:
+        scale, zp, r = q.scale * b, q.zero_point, arr.copy()
+    else:
+        scale, zp = q.scale * -b, qmax - (q.zero_point - qmin)
+        r = (qmax - (arr.astype(np.int64) - qmin)).astype(arr.dtype)
+    if relu:
+        r = np.maximum(r, np.asarray(zp, arr.dtype))
+    return _out(r, q.dtype, scale, zp)
+
+
+def cat(qx, dim, scale=None, zero_point=None):
+    """The quantized tensors ``qx`` joined along ``dim``, each requantized to ``scale``/``zero_point`` (by
+    default the first one's) unless it has them already."""
+    return _cat(qx, dim, scale, zero_point, False)
+
+
+def cat_relu(qx, dim, scale=None, zero_point=None):
+    return _cat(qx, dim, scale, zero_point, True)
+
+
+def _cat(qx, dim, scale, zero_point, relu):
+    qs = [_check(x, "cat") for x in qx]
+    dtype = qs[0].dtype
+    for x in qx:
+        if x.dtype is not dtype:
+            raise RuntimeError(f"Expected object of scalar type {dtype.torch_name} but got scalar type "
+                               f"{x.dtype.torch_name}")
+    scale = qs[0].scale if scale is None else builtins.float(scale)
+    zero_point = qs[0].zero_point if zero_point is None else builtins.int(zero_point)
+    parts = []
+    for x, q in zip(qx, qs):
+        if q.scale == scale and q.zero_point == zero_point and not relu:
+            parts.append(x._data.arr)
+        else:
+            y = _dequantize(x._data.arr, q)
+            if relu:
+                np.maximum(y, 0, out=y)
+            parts.append(_qt.quantize_rounded(y, scale, zero_point, dtype))
+    ints = REGISTRY["cat"].fn([_wrap(p) for p in parts], dim)._data
+    return _out(ints, dtype, scale, zero_point)
+
+
+def relu6(qx, inplace=False):
+    """``min(max(qx, 0), 6)`` on the integers."""
+    q = _check(qx, "relu6")
+    r = _clamped(qx, q, 0.0, 6.0)
+    return _into(qx, r) if inplace else r
+
+
+def _into(target, r):
+    target._data.arr[...] = r._data.arr
+    target._version[0] += 1
+    return target
+
+
+def _quantized_bound(v, q):
+    """A real bound as an integer of ``q`` (PyTorch quantizes clamp bounds like values)."""
+    return builtins.int(_qt.quantize_fused(np.full((), v, _f32), q.scale, q.zero_point, q.dtype))
+
+
+def _clamped(qx, q, lo, hi):
+    arr = qx._data.arr
+    lo_q = q.dtype.qmin if lo is None else _quantized_bound(lo, q)
+    hi_q = q.dtype.qmax if hi is None else _quantized_bound(hi, q)
+    r = np.minimum(np.maximum(arr, np.asarray(lo_q, arr.dtype)), np.asarray(hi_q, arr.dtype))
+    return _out(r, q.dtype, q.scale, q.zero_point)
+
+
+def clamp(qx, min=None, max=None):
+    q = _check(qx, "clamp")
+    return _clamped(qx, q, _scalar_value(min), _scalar_value(max))
+
+
+def threshold(qx, threshold, value):
+    """``qx`` where it exceeds ``threshold``, else ``value`` (computed on the real values, requantized)."""
+    q = _check(qx, "threshold")
+    y = _dequantize(qx._data.arr, q)
+    y = np.where(y > _f32(threshold), y, _f32(value)).astype(_f32)
+    return _requantized(y, q.dtype, q.scale, q.zero_point)
+
+
+def _through_float(qx, fn, scale, zero_point, name):
+    q = _check(qx, name)
+    y = fn(_dequantize(qx._data.arr, q))
+    return _requantized(np.asarray(y, _f32), q.dtype, scale, zero_point)
+
+
+def _float_op(name, **kwargs):
+    f = REGISTRY[name].fn
+    return lambda y: f(_wrap(y), **kwargs)._data
+
+
+def sigmoid(qx, output_scale, output_zero_point):
+    return _through_float(qx, _float_op("sigmoid"), output_scale, output_zero_point, "sigmoid")
+
+
+def hardswish(input, output_scale, output_zero_point):
+    return _through_float(input, _float_op("hardswish"), output_scale, output_zero_point, "hardswish")
+
+
+def elu(self, output_scale, output_zero_point, alpha=1, scale=1, input_scale=1):
+    def fn(y):
+        neg = (np.exp(y * _f32(input_scale), dtype=_f32) - _f32(1)) * _f32(alpha)
+        return np.where(y > 0, y, neg).astype(_f32) * _f32(scale)
+    return _through_float(self, fn, output_scale, output_zero_point, "elu")
+
+
+def celu(self, output_scale, output_zero_point, alpha=1):
+    return elu(self, output_scale, output_zero_point, alpha, 1, 1 / alpha)
+
+
+def leaky_relu(qx, negative_slope, inplace, output_scale, output_zero_point):
+    r = _through_float(qx, _float_op("leaky_relu", negative_slope=negative_slope), output_scale, output_zero_point,
+                       "leaky_relu")
+    return _into(qx, r) if inplace else r
+
+
+def softmax(qx, dim, output_scale, output_zero_point):
+    return _through_float(qx, _float_op("softmax", dim=dim), output_scale, output_zero_point, "softmax")
+
+
+# ---- the kernels of top-level ops on quantized tensors (ember._quantized's dispatch calls them) -----------------
+def _relu(input):
+    q = _check(input, "relu")
+    return _out(np.maximum(input._data.arr, np.asarray(q.zero_point, input._data.arr.dtype)), q.dtype, q.scale,
+                q.zero_point)
+
+
+def _hardtanh(input, min_val=-1.0, max_val=1.0):
+    return _clamped(input, _check(input, "hardtanh"), min_val, max_val)
+
+
+def _clamp(input, min=None, max=None):
+    return clamp(input, min, max)
+
+
+_clip = _clamp
+
+
+def _clamp_min(input, min):
+    return clamp(input, min, None)
+
+
+def _clamp_max(input, max):
+    return clamp(input, None, max)
+
+
+def _fixed_range(input, name, fn, signed, unsigned):
+    """An op whose output range is fixed (sigmoid: [0, 1]) quantizes to fixed parameters per dtype."""
+    q = _check(input, name)
+    scale, zp = signed if q.dtype is Q.qint8 else unsigned if q.dtype is Q.quint8 else (q.scale, q.zero_point)
+    return _through_float(input, fn, scale, zp, name)
+
+
+def _sigmoid(input):
+    return _fixed_range(input, "sigmoid", _float_op("sigmoid"), (1 / 256, -128), (1 / 256, 0))
+
+
+def _hardsigmoid(input):
+    return _fixed_range(input, "hardsigmoid", _float_op("hardsigmoid"), (1 / 256, -128), (1 / 256, 0))
+
+
+def _tanh(input):
+    return _fixed_range(input, "tanh", _float_op("tanh"), (2 / 256, 0), (2 / 256, 128))
+
+
+def _leaky_relu(input, negative_slope=0.01):
+    q = _check(input, "leaky_relu")
+    return leaky_relu(input, negative_slope, False, q.scale, q.zero_point)
+
+
+def _gelu(input, approximate="none"):
+    q = _check(input, "gelu")
+    return _through_float(input, _float_op("gelu", approximate=approximate), q.scale, q.zero_point, "gelu")
+
+
+def _mean(input, dim=None, keepdim=False, *, dtype=None):
+    q = _check(input, "mean")
+    y = _dequantize(input._data.arr, q)
+    m = REGISTRY["mean"].fn(_wrap(y), *(() if dim is None else (dim,)), keepdim=keepdim)._data
+    return _out(_qt.quantize_fused(np.asarray(m, _f32), q.scale, q.zero_point, q.dtype), q.dtype, q.scale,
+                q.zero_point)
+
+
+def _on_ints(name, input, *args, **kwargs):
+    """Op ``name`` on the integers (order-preserving ops: max, min, sort, topk); tensors of integers come back
+    quantized with the input's parameters, index tensors as they are."""
+    q = _check(input, name)
+    r = REGISTRY[name].fn(_wrap(input._data.arr), *args, **kwargs)
+
+    def back(x):
+        if isinstance(x, Tensor) and x.dtype is D.FROM_NP[input._data.arr.dtype]:
+            return _out(x._data, q.dtype, q.scale, q.zero_point)
+        return x
+    if isinstance(r, tuple):
+        return type(r)(*[back(x) for x in r]) if hasattr(r, "_fields") else tuple(back(x) for x in r)
+    return back(r)
+
+
+def _max(input, *args, **kwargs):
+    return _on_ints("max", input, *args, **kwargs)
+
+
+def _min(input, *args, **kwargs):
+    return _on_ints("min", input, *args, **kwargs)
+
+
+def _topk(input, *args, **kwargs):
+    return _on_ints("topk", input, *args, **kwargs)
+
+
+def _sort(input, *args, **kwargs):
+    return _on_ints("sort", input, *args, **kwargs)
+
+
+def _through_float32_ints(name, input, *args, **kwargs):
+    """A pooling op run on the integers as float32 (exact), the result rounded back to integers."""
+    q = _check(input, name)
+    r = REGISTRY[name].fn(_wrap(input._data.arr.astype(_f32)), *args, **kwargs)
+    r = r[0] if isinstance(r, tuple) else r
+    ints = np.clip(np.rint(r._data), q.dtype.qmin, q.dtype.qmax).astype(q.dtype.np)
+    return _out(ints, q.dtype, q.scale, q.zero_point)
+
+
+def _max_pool1d(input, *args, **kwargs):
+    return _through_float32_ints("max_pool1d", input, *args, **kwargs)
+
+
+def _max_pool2d(input, *args, **kwargs):
+    return _through_float32_ints("max_pool2d", input, *args, **kwargs)
+
+
+def _avg_pool2d(input, *args, **kwargs):
+    return _through_float32_ints("avg_pool2d", input, *args, **kwargs)
+
+
+def _adaptive_avg_pool2d(input, *args, **kwargs):
+    return _through_float32_ints("adaptive_avg_pool2d", input, *args, **kwargs)
+
+
+def _upsample(input, *args, **kwargs):
+    return _through_float32_ints("_upsample", input, *args, **kwargs)
