@@ -252,7 +252,7 @@ def test_batch_norm_large_halves(shape, monkeypatch):
     tg, eg = _pair(rng.standard_normal(shape), "float32", requires_grad=False)
     for e, t in zip(ember.autograd.grad(ey, (ex, ew, eb), eg), torch.autograd.grad(ty, (tx, tw, tb), tg)):
         np.testing.assert_allclose(e.numpy(), t.numpy(), rtol=1e-4, atol=1e-4)
-    assert len(seen) == 4  # the statistics and the output, forward and backward
+    assert len(seen) == 6  # the sums, the centred values and the output or the input's gradient, both ways
 
 
 def test_batch_norm_double_backward():

@@ -55,11 +55,10 @@ def _update(running, stat, momentum):
 
 # ---- batch and instance norm ------------------------------------------------------------------------
 def _channel_sums(xp, x3):
-    """Per-channel sums of an (N, C, L) array. On the host one matrix-vector product sums the rows, then the N
-    rows of channels are added: NumPy's reduction over the outer and inner axes at once is 3-10x slower."""
-    N, C, L = x3.shape
-    if xp is np and x3.dtype.kind == "f" and x3.dtype.itemsize >= 4 and x3.size:
-        return (x3.reshape(N * C, L) @ np.ones(L, x3.dtype)).reshape(N, C).sum(0)
+    """Per-channel sums of an (N, C, L) array (on the host by einsum: NumPy's reduction over the outer and inner
+    axes at once is 3-10x slower; a BLAS product as fast, but its threads would then spin on the other core)."""
+    if xp is np:
+        return np.einsum("ncl->c", x3)
     return x3.sum(axis=(0, 2))
 
 
@@ -81,17 +80,18 @@ def _by_samples(xp, fn, x3):
 
 
 def _batch_stats(xp, x3, g3=None):
-    """(mean, biased variance, x3 - mean, and with ``g3`` the sums of g3 * (x3 - mean)) per channel of an (N, C, L)
-    array, the variance in two passes (as PyTorch's: no cancellation when the mean is large)."""
+    """(mean, biased variance, x3 - mean, and with ``g3`` the sums of g3 and of g3 * (x3 - mean)) per channel of an
+    (N, C, L) array, the variance in two passes (as PyTorch's: no cancellation when the mean is large)."""
     n = x3.shape[0] * x3.shape[2]
-    mean = _channel_sums(xp, x3) / n
+    sums = _by_samples(xp, lambda lo, hi: tuple(_channel_sums(xp, a[lo:hi]) for a in (x3, g3) if a is not None), x3)
+    mean, g_sums = sums[0] / n, sums[1:]
     centered = xp.empty_like(x3)
 
     def part(lo, hi):
         c = xp.subtract(x3[lo:hi], mean[:, None], out=centered[lo:hi])
         return (_channel_dots(xp, c, c),) + ((_channel_dots(xp, g3[lo:hi], c),) if g3 is not None else ())
     sums = _by_samples(xp, part, x3)
-    return (mean, sums[0] / n, centered) + sums[1:]
+    return (mean, sums[0] / n, centered) + g_sums + sums[1:]
 
 
 def _batch_norm(xp, name, input, weight, bias, running_mean, running_var, training, momentum, eps):
@@ -143,9 +143,8 @@ def _batch_norm_array_grads(x, g, w, eps, need_input):
     N, C, L = x.shape[0], x.shape[1], math.prod(x.shape[2:])
     n = N * L
     x3, g3 = x.reshape(N, C, L), g.reshape(N, C, L)
-    _, var, centered, dot = _batch_stats(np, x3, g3)
+    _, var, centered, sum_g, dot = _batch_stats(np, x3, g3)
     rstd = 1 / np.sqrt(var + eps)
-    sum_g = _channel_sums(np, g3)
     gx = None
     if need_input:
         a = rstd if w is None else rstd * w
