@@ -290,7 +290,7 @@ def quantize_fused(x, scale, zero_point, dtype):
             _parallel.loop(lambda a, o: fn(a, inv, _f32(zero_point), _f32(dtype.qmin), _f32(dtype.qmax), o),
                            xs.reshape(-1), out=out.reshape(-1), minimum=_parallel.MIN_SIZE)
             return out
-    v = np.multiply(x, np.float64(inv), dtype=np.float64)
+    v = np.multiply(x, np.float64(inv), dtype=np.float64, out=np.empty(x.shape, np.float64))
     v += zero_point
     r = v.astype(_f32)
     np.rint(r, out=r)
@@ -412,6 +412,9 @@ def quantize_per_tensor(input, scale, zero_point, dtype):
     _warn_deprecated()
     if dtype is Q.qint32:
         ints = quantize_unfused(x, _f32(1) / _f32(scale), _f32(zero_point), dtype)
+    elif dtype.bits < 8:  # (the packed types add the zero point after rounding)
+        ints = np.clip(np.rint(np.multiply(x, _f32(1) / _f32(scale), dtype=_f32)) + zero_point, dtype.qmin,
+                       dtype.qmax).astype(dtype.np)
     else:
         ints = quantize_fused(x, scale, zero_point, dtype)
     return _new(ints, _Quantizer(dtype, Q.per_tensor_affine, scale, zero_point))
@@ -419,15 +422,14 @@ def quantize_per_tensor(input, scale, zero_point, dtype):
 
 def choose_qparams(lo, hi, dtype, reduce_range=False):
     """(scale, zero_point) that map [min(lo, 0), max(hi, 0)] onto ``dtype``'s integers (PyTorch's
-    ``choose_qparams`` for dynamic quantization: float32 arithmetic, the zero point nudged into range)."""
+    ``choose_qparams`` for dynamic quantization: the scale in float64, the zero point nudged into range)."""
     qmin, qmax = dtype.qmin, dtype.qmax
     if reduce_range:
         qmin, qmax = qmin // 2, qmax // 2
     lo, hi = min(builtins.float(_f32(lo)), 0.0), max(builtins.float(_f32(hi)), 0.0)
     scale = (hi - lo) / (qmax - qmin)
-    if builtins.float(_f32(scale)) == 0 or math.isinf(1 / builtins.float(_f32(scale))):
+    if builtins.float(_f32(scale)) == 0 or math.isinf(builtins.float(_f32(1) / _f32(scale))):
         scale = 0.1
-    scale = builtins.float(_f32(scale))
     zp_min, zp_max = qmin - lo / scale, qmax - hi / scale
     err_min, err_max = abs(qmin) - abs(lo / scale), abs(qmax) - abs(hi / scale)
     initial = zp_min if err_min < err_max else zp_max
@@ -443,8 +445,8 @@ def quantize_per_tensor_dynamic(input, dtype, reduce_range):
     x = _float_input(input)
     lo, hi = (builtins.float(x.min()), builtins.float(x.max())) if x.size else (0.0, 0.0)
     scale, zp = choose_qparams(lo, hi, Q.quint8, reduce_range)
-    if dtype is Q.qint8:
-        zp -= 128
+    if dtype is Q.qint8:  # (the same grid, the zero point moved by half the range)
+        zp -= 64 if reduce_range else 128
     return quantize_per_tensor(input, scale, zp, dtype)
 
 
@@ -499,7 +501,7 @@ def quantize_per_channel(input, scales, zero_points, axis, dtype):
 
 def _int_input(input):
     if input.is_quantized or input.dtype not in Q.QUANTIZED_OF:
-        raise RuntimeError("Creation of quantized tensor requires quantized dtype like torch.quint8")
+        raise RuntimeError("Creation of quantized tensor requires quantized dtype like ember.quint8")
     return Q.QUANTIZED_OF[input.dtype]
 
 
@@ -549,10 +551,11 @@ for _name in ("int_repr", "q_scale", "q_zero_point", "qscheme", "q_per_channel_s
 # per-channel tensors refuse ops that give them new strides, as PyTorch's do
 _RESTRIDING = {"transpose", "permute", "t", "swapaxes", "swapdims", "movedim", "moveaxis", "expand", "expand_as",
                "broadcast_to", "adjoint", "as_strided"}
+_RESHAPING = {"view", "view_as", "reshape", "reshape_as", "flatten", "unflatten", "ravel"}
 _ON_INTS = {"view", "view_as", "reshape", "reshape_as", "flatten", "unflatten", "squeeze", "unsqueeze", "__getitem__",
             "narrow", "select", "unbind", "chunk", "split", "split_with_sizes", "tensor_split", "unsafe_chunk",
             "unsafe_split", "clone", "flip", "repeat", "index_select", "unfold", "ravel", "fliplr", "flipud",
-            "roll_", "narrow_copy", "hsplit", "vsplit", "dsplit", "atleast_1d", "atleast_2d", "atleast_3d",
+            "narrow_copy", "hsplit", "vsplit", "dsplit", "atleast_1d", "atleast_2d", "atleast_3d",
             *_RESTRIDING}
 
 
@@ -598,10 +601,25 @@ def _run_on_ints(op, args, kwargs):
     t = args[0]
     r = op.fn(_ints(t), *args[1:], **kwargs)
     cid = None
-    if t._data.q.per_channel:
+    q = t._data.q
+    if q.per_channel:
         if op.name in _RESTRIDING:
             raise RuntimeError("Setting strides is possible only on uniformly quantized tensor")
+        if op.name in _RESHAPING:  # PyTorch keeps the quantizer: the axis must still have one size per scale
+            if q.axis >= r.dim():
+                raise RuntimeError(f"Channel axis out of range in per channel affine dequantization. Got:{q.axis} "
+                                   f"Expected: [0, {r.dim()})")
+            if r.shape[q.axis] != q.scales.size:
+                raise RuntimeError(f"length of scales must equal to channel, expected {r.shape[q.axis]} got, "
+                                   f"{q.scales.size}")
+            return _new(r._data, q, t if np.shares_memory(r._data, t._data.arr) else None)
         cid = op.fn(_channel_ids(t), *args[1:], **kwargs)
+        if op.name == "unbind":  # (unbind keeps each channel's float64 scale, select rounds it to float32)
+            return type(r)(_new(x._data, _Quantizer(q.dtype, Q.per_tensor_affine, builtins.float(q.scales[i]),
+                                                    builtins.int(q.zero_points[i])), t)
+                           for i, x in enumerate(r)) if q.axis == (kwargs.get("dim", args[1] if len(args) > 1
+                                                                              else 0) % t.dim()) else \
+                type(r)(_rewrap(x, t, True, c) for x, c in zip(r, cid))
     view = bool(op.view) if not callable(op.view) else True
     if isinstance(r, Tensor):
         return _rewrap(r, t, view, cid)
@@ -633,7 +651,7 @@ def _to_copy(op, args, kwargs):
     if dtype is not None and dtype is not t.dtype:
         if isinstance(dtype, Q._QuantizedDtype):
             raise RuntimeError("Expected self.scalar_type() == src.scalar_type() to be true, but got false.")
-        raise RuntimeError("Creation of quantized tensor requires quantized dtype like torch.quint8")
+        raise RuntimeError("Creation of quantized tensor requires quantized dtype like ember.quint8")
     return _new(t._data.arr.copy(), t._data.q)
 
 
