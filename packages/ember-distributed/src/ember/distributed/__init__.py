@@ -1,7 +1,23 @@
 """ember.distributed: stores, process groups and collectives, as torch.distributed."""
+import pkgutil
+
+# other distributions add subpackages (ember-elastic: ember.distributed.elastic, .launcher, .run), editable or not
+__path__ = pkgutil.extend_path(__path__, __name__)
+
 from ember._extensions import lazy_submodule
 
 from ._errors import DistBackendError, DistError, DistNetworkError, DistStoreError, QueueEmptyError  # noqa: F401
+from ._reducer import (  # noqa: F401
+    _DEFAULT_FIRST_BUCKET_BYTES,
+    BuiltinCommHookType,
+    GradBucket,
+    Reducer,
+    _broadcast_coalesced,
+    _compute_bucket_assignment_by_size,
+    _register_builtin_comm_hook,
+    _register_comm_hook,
+    _verify_params_across_processes,
+)
 from ._store import FileStore, HashStore, PrefixStore, Store, TCPStore  # noqa: F401
 from ._version import __version__  # noqa: F401
 from .collectives import *  # noqa: F403

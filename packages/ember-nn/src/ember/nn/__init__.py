@@ -1,5 +1,10 @@
 """ember.nn: modules, layers, losses, ``functional``, ``init`` and ``utils``."""
-from ember._extensions import lazy_submodule
+import pkgutil
+
+# other distributions add modules below (ember-distributed: ember/nn/parallel/distributed.py), editable or not
+__path__ = pkgutil.extend_path(__path__, __name__)
+
+from ember._extensions import lazy_submodule  # noqa: E402
 
 from ._version import __version__  # noqa: F401
 from .modules import *  # noqa: F403

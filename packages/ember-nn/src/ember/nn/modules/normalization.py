@@ -1,5 +1,6 @@
 """Normalisation layers: batch, instance, layer, group, RMS and local response normalisation."""
 import numbers
+import sys
 import warnings
 
 import ember
@@ -112,8 +113,9 @@ class BatchNorm3d(_BatchNorm):
 
 
 class SyncBatchNorm(_BatchNorm):
-    """Batch normalisation whose statistics would be reduced over a process group; in one process (ember's
-    case without an initialised process group) it is BatchNorm over any (N, C, *) input."""
+    """Batch normalisation whose training statistics are those of the whole batch across a process group
+    (``process_group``, default the world: ember-distributed computes them while a group is initialised); in one
+    process it is BatchNorm over any (N, C, *) input."""
 
     def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True,
                  process_group=None, device=None, dtype=None, *, bias=True):
@@ -123,6 +125,13 @@ class SyncBatchNorm(_BatchNorm):
     def _check_input_dim(self, input):
         if input.dim() < 2:
             raise ValueError(f"expected at least 2D input (got {input.dim()}D input)")
+
+    def forward(self, input):
+        dist = sys.modules.get("ember.distributed")  # (no process group can exist before it is imported)
+        if self.training and dist is not None and dist.is_initialized():
+            from ember.distributed._sync_batch_norm import sync_batch_norm_forward
+            return sync_batch_norm_forward(self, input)
+        return super().forward(input)
 
     @classmethod
     def convert_sync_batchnorm(cls, module, process_group=None):
