@@ -362,6 +362,21 @@ def test_split_keeps_no_reference():
     assert sys.getrefcount(r) == 2
 
 
+@needs_autograd
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_relu_split_over_threads_matches_torch(dtype, runs):
+    """relu and its gradient (a select by the output's zeros) over the cores: torch's bits, NaN and -0.0 included."""
+    x = _data(N, dtype)
+    x[:5] = [np.nan, -0.0, 0.0, -np.inf, np.inf]
+    g = _data(N, dtype, seed=1)
+    e, t = ember.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+    ye, yt = ember.relu(e), torch.relu(t)
+    assert runs[0]
+    np.testing.assert_array_equal(ye.detach().numpy(), yt.detach().numpy())
+    ye.backward(ember.tensor(g)), yt.backward(torch.tensor(g))
+    assert e.grad.numpy().tobytes() == t.grad.numpy().tobytes()
+
+
 def _stalled_helper(monkeypatch):
     """A helper that is handed jobs but runs none until the test runs them (a thread a busy machine left
     without CPU)."""
