@@ -72,10 +72,12 @@ def no_graph(*tensors):
 
 
 def _scaled_into(f):
-    """In-place add/sub with ``alpha``: ``a f alpha * b`` written into the target (its ufunc over the cores when
-    large), as the implementation computes it."""
+    """In-place add/sub with ``alpha``: ``a f alpha * b`` written into the target, as the implementation computes
+    it (float products and the ufunc over the cores when large)."""
     def into(out, a, b, *, alpha=1):
-        _parallel.ufunc(f, a, b if alpha == 1 else b * alpha, out=out)
+        if alpha != 1:
+            b = _parallel.ufunc(np.multiply, b, b.dtype.type(alpha)) if b.dtype.kind == "f" else b * alpha
+        _parallel.ufunc(f, a, b, out=out)
     return into
 
 
