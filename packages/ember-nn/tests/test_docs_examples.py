@@ -35,6 +35,7 @@ TITLE = re.compile(r'title="(?P<title>[^"]*)"')
 CHECKS = {
     "a CUDA GPU": lambda: ember.cuda.is_available(),
     "scikit-learn": lambda: importlib.util.find_spec("sklearn") is not None,
+    "several processes": lambda: False,  # a script to start as processes of its own: not run in this namespace
 }
 
 
