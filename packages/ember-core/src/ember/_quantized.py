@@ -21,7 +21,7 @@ from . import _dtype as D
 from . import _jit, _parallel
 from . import _qtypes as Q
 from ._device import CPU, as_device
-from ._registry import REGISTRY, STAND_INS
+from ._registry import STAND_INS, TORCH_NAME
 from ._tensor import Tensor, _address
 
 ndarray = np.ndarray
@@ -371,7 +371,6 @@ def _float_input(input):
         raise TypeError(f"quantize_per_tensor(): argument 'input' (position 1) must be Tensor, not "
                         f"{type(input).__name__}")
     if input.is_quantized or input.dtype is not D.float32:
-        from ._registry import TORCH_NAME
         raise RuntimeError(f"Quantize only works on Float Tensor, got {TORCH_NAME.get(input.dtype, input.dtype)}")
     if input.is_cuda:
         raise RuntimeError("ember has no quantized CUDA tensors (PyTorch's quantized kernels run on the CPU): move "
@@ -626,10 +625,6 @@ def _run_on_ints(op, args, kwargs):
     return type(r)(_rewrap(x, t, view, c) for x, c in zip(r, cid if cid is not None else [None] * len(r)))
 
 
-def _quantized_operands(args):
-    return [a for a in args if isinstance(a, QuantizedTensor)]
-
-
 def _compare(op, args, kwargs):
     """Comparisons see the real values of quantized operands (PyTorch dequantizes them)."""
     return op.fn(*[a.dequantize() if isinstance(a, QuantizedTensor) else a for a in args], **kwargs)
@@ -741,18 +736,13 @@ def dispatch(op, args, kwargs, out, mode):
                       if isinstance(a, QuantizedTensor) or (type(a) in (list, tuple) and a
                                                             and isinstance(a[0], QuantizedTensor))), None)
     if handler is None or out is not None or (mode == "inplace" and op.name not in _INPLACE):
-        name = op.name + ("_" if mode == "inplace" else ".out" if out is not None else "")
-        if quantized is not None and not isinstance(quantized, Tensor):
-            quantized = quantized[0]
-        if any(isinstance(a, Tensor) and not a.is_quantized and a.dtype.is_floating_point for a in args) and \
-                op.kind == "elementwise":
-            f = next(a for a in args if isinstance(a, Tensor) and not a.is_quantized)
-            names = [x.dtype.torch_name if x.is_quantized else _TORCH_FLOAT.get(x.dtype, str(x.dtype))
+        if op.kind == "elementwise" and any(isinstance(a, Tensor) and not a.is_quantized for a in args):
+            names = [x.dtype.torch_name if x.is_quantized else TORCH_NAME.get(x.dtype, str(x.dtype))
                      for x in args if isinstance(x, Tensor)]
-            del f
             raise RuntimeError("promoteTypes with quantized numbers is not handled yet; figure out what the correct "
                                f"rules should be, offending types: {' '.join(names)}")
-        raise _not_implemented(name, quantized if quantized is not None else args[0])
+        name = op.name + ("_" if mode == "inplace" else ".out" if out is not None else "")
+        raise _not_implemented(name, quantized if isinstance(quantized, Tensor) else quantized[0])
     if mode == "inplace" and op.name not in ("copy_", "fill_"):
         target = args[0]
         r = handler(op, args, kwargs)
@@ -763,7 +753,6 @@ def dispatch(op, args, kwargs, out, mode):
     return handler(op, args, kwargs)
 
 
-_TORCH_FLOAT = {D.float32: "Float", D.float64: "Double", D.float16: "Half", D.bfloat16: "BFloat16"}
 STAND_INS[_QArray] = dispatch
 
 
@@ -788,8 +777,3 @@ def quantized_repr(t, tensor_contents=None):
             arr = _host_values(values)
             text = _Printer(arr, arr.size > _opts["threshold"]).block(arr, len(prefix))
     return _with_suffixes(prefix + text, suffixes, len(prefix))
-
-
-def registered(name):
-    """The registry op ``name`` (the kernels of ``ember.ops.quantized`` run registry ops on integers)."""
-    return REGISTRY[name]

@@ -94,11 +94,7 @@ def _mul(qa, qb, scale, zero_point, relu):
     inv = np.float64(_f32(1) / _f32(scale))
     multiplier = _f32(qa_q.scale * qb_q.scale * inv)
     c = (a.astype(np.int32) - qa_q.zero_point) * (b.astype(np.int32) - qb_q.zero_point)
-    r = np.rint(c.astype(_f32) * multiplier).astype(np.float64)
-    r += zero_point
-    dtype = qa_q.dtype
-    np.clip(r, max(dtype.qmin, zero_point) if relu else dtype.qmin, dtype.qmax, out=r)
-    return _out(r.astype(dtype.np), dtype, scale, zero_point)
+    return _out(_requantize_ints(c, multiplier, zero_point, qa_q.dtype, relu), qa_q.dtype, scale, zero_point)
 
 
 def _scalar_value(b):
@@ -120,19 +116,27 @@ def _add_scalar(qa, b, relu):
     s, z = q.scale, q.zero_point
     c_q = builtins.int(np.rint(_scalar_value(b) / s))
     qmin, qmax = q.dtype.qmin, q.dtype.qmax
-    arr = qa._data.arr.astype(np.int64)
     if qmin <= z - c_q <= qmax:  # the common case: a shift of the zero point
-        z_new, s_new, r = z - c_q, s, arr
-    else:
+        z_new, s_new, r = z - c_q, s, qa._data.arr.astype(np.int64)
+    else:  # the shift would leave the range: a wider scale, the integers (q - z + c_q) requantized to it
         if z - c_q < qmin:
             s_new, z_new = (qmax - (z - c_q)) / (qmax - qmin) * s, qmin
         else:
             s_new, z_new = ((z - c_q) - qmin) / (qmax - qmin) * s, qmax
-        y = _dequantize(qa._data.arr, q) + _f32(c_q * s)
-        r = _qt.quantize_rounded(y.astype(_f32), s_new, z_new, q.dtype).astype(np.int64)
+        r = _requantize_ints(qa._data.arr.astype(np.int64) - z + c_q, _f32(s) * (_f32(1) / _f32(s_new)), z_new,
+                             q.dtype)
     if relu:
         r = np.maximum(r, z_new)
     return _out(np.clip(r, qmin, qmax).astype(q.dtype.np), q.dtype, s_new, z_new)
+
+
+def _requantize_ints(c, multiplier, zero_point, dtype, relu=False):
+    """Integer accumulators ``c`` to ``dtype``'s integers: ``rint(float32(c) * float32(multiplier)) + zero_point``,
+    clamped (PyTorch's ``requantize_from_int``)."""
+    r = np.rint(c.astype(_f32) * _f32(multiplier)).astype(np.float64)
+    r += zero_point
+    np.clip(r, max(dtype.qmin, zero_point) if relu else dtype.qmin, dtype.qmax, out=r)
+    return r.astype(dtype.np)
 
 
 def mul_scalar(qa, b):
@@ -181,16 +185,12 @@ def _cat(qx, dim, scale, zero_point, relu):
                                f"{x.dtype.torch_name}")
     scale = qs[0].scale if scale is None else builtins.float(scale)
     zero_point = qs[0].zero_point if zero_point is None else builtins.int(zero_point)
-    parts = []
-    for x, q in zip(qx, qs):
-        if q.scale == scale and q.zero_point == zero_point and not relu:
-            parts.append(x._data.arr)
-        else:
-            y = _dequantize(x._data.arr, q)
-            if relu:
-                np.maximum(y, 0, out=y)
-            parts.append(_qt.quantize_rounded(y, scale, zero_point, dtype))
-    ints = REGISTRY["cat"].fn([_wrap(p) for p in parts], dim)._data
+    # (PyTorch joins the dequantized tensors and quantizes the result)
+    y = REGISTRY["cat"].fn([_wrap(_qt.dequantize_array(x._data.arr, q)) for x, q in zip(qx, qs)], dim)._data
+    ints = _qt.quantize_fused(y, scale, zero_point, dtype) if dtype.bits == 8 else \
+        _qt.quantize_unfused(y, _f32(1) / _f32(scale), zero_point, dtype)
+    if relu:
+        np.maximum(ints, np.asarray(zero_point, ints.dtype), out=ints)
     return _out(ints, dtype, scale, zero_point)
 
 
@@ -253,10 +253,15 @@ def hardswish(input, output_scale, output_zero_point):
 
 
 def elu(self, output_scale, output_zero_point, alpha=1, scale=1, input_scale=1):
-    def fn(y):
-        neg = (np.exp(y * _f32(input_scale), dtype=_f32) - _f32(1)) * _f32(alpha)
-        return np.where(y > 0, y, neg).astype(_f32) * _f32(scale)
-    return _through_float(self, fn, output_scale, output_zero_point, "elu")
+    """ELU of the real values (PyTorch's scalar kernel: dequantized with the float64 scale, requantized with the
+    zero point added after rounding)."""
+    q = _check(self, "elu")
+    y = ((self._data.arr.astype(np.float64) - q.zero_point) * q.scale).astype(_f32)
+    neg = np.expm1(y * _f32(input_scale), dtype=_f32) * _f32(alpha) * _f32(scale)
+    y = np.where(y >= 0, y * _f32(scale), neg).astype(_f32)
+    r = np.rint(y * (_f32(1) / _f32(output_scale))).astype(np.float64) + output_zero_point
+    ints = np.clip(r, q.dtype.qmin, q.dtype.qmax).astype(q.dtype.np)
+    return _out(ints, q.dtype, output_scale, output_zero_point)
 
 
 def celu(self, output_scale, output_zero_point, alpha=1):
