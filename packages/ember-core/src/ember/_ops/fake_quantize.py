@@ -23,12 +23,13 @@ def _check_range(quant_min, quant_max, zero_points):
 
 
 def _check_input(xp, x, name):
-    if x.dtype.kind != "f":
+    if not D.FROM_NP[x.dtype].is_floating_point:
         raise NotImplementedError(f"\"{name}\" not implemented for '{TORCH_NAME[D.FROM_NP[x.dtype]]}'")
 
 
-def _fake(xp, x, inv, zero_point, scale, quant_min, quant_max, fused):
-    """(output, mask): ``x`` through the integers and back; ``inv``/``zero_point``/``scale`` broadcast against x."""
+def _fake(xp, x, inv, zero_point, scale, quant_min, quant_max, fused, out_in_input_precision=False):
+    """(output, mask): ``x`` through the integers and back; ``inv``/``zero_point``/``scale`` broadcast against x.
+    The dequantizing product is in float32, per channel in the input's precision (as PyTorch's kernels)."""
     work = _f32 if x.dtype.itemsize < 4 else x.dtype  # (half inputs compute in float32, as PyTorch's)
     xw = x.astype(work, copy=False)
     if fused:  # float zero points: rint(x * inv + zero_point)
@@ -36,7 +37,8 @@ def _fake(xp, x, inv, zero_point, scale, quant_min, quant_max, fused):
     else:
         q = xp.rint(xw * inv.astype(work)) + zero_point
     mask = (q >= quant_min) & (q <= quant_max)
-    out = ((xp.clip(q, quant_min, quant_max) - zero_point).astype(_f32) * scale.astype(_f32)).astype(x.dtype)
+    prec = work if out_in_input_precision else _f32
+    out = ((xp.clip(q, quant_min, quant_max) - zero_point).astype(prec) * scale.astype(prec)).astype(x.dtype)
     return out, mask
 
 
@@ -93,7 +95,7 @@ def fake_quantize_per_channel_affine_cachemask(xp, input, scale, zero_point, axi
     shape[axis] = -1
     s = scale.reshape(shape)
     z = zero_point.reshape(shape).astype(_f32 if fused else np.int64)
-    return _fake(xp, input, _f32(1) / s, z, s, quant_min, quant_max, fused)
+    return _fake(xp, input, _f32(1) / s, z, s, quant_min, quant_max, fused, True)
 
 
 fake_quantize_per_channel_affine_cachemask.vjp(_mask_vjp)
