@@ -24,6 +24,7 @@ import numpy as np
 
 from . import _backend
 from . import _dtype as D
+from . import _qtypes as Q
 from ._device import device
 from ._layout import by_name, layout, strided
 from ._size import Size
@@ -36,6 +37,8 @@ _STORAGE = {D.float32: "FloatStorage", D.float64: "DoubleStorage", D.float16: "H
             D.bfloat16: "BFloat16Storage", D.int64: "LongStorage", D.int32: "IntStorage",
             D.int16: "ShortStorage", D.int8: "CharStorage", D.uint8: "ByteStorage", D.bool: "BoolStorage",
             D.complex64: "ComplexFloatStorage", D.complex128: "ComplexDoubleStorage"}
+# quantized tensors: their integers' storage classes
+_QSTORAGE = {Q.qint8: "QInt8Storage", Q.quint8: "QUInt8Storage", Q.qint32: "QInt32Storage"}
 _ALIGN = 64  # storage records start at multiples of this offset, as PyTorch writes them (lets mmap work)
 _LEGACY_MAGIC = 0x1950A86A20F9469CFC6C
 _LEGACY_PROTOCOL = 1001
@@ -75,7 +78,9 @@ class _CheckpointPickler(pickle._Pickler):
     def __init__(self, file, protocol, legacy):
         super().__init__(file, protocol)
         self.dispatch = {**self.dispatch, _TorchName: _CheckpointPickler._save_name,
-                         D.dtype: lambda p, dt: p.save(_TorchName("torch." + dt.name))}
+                         D.dtype: lambda p, dt: p.save(_TorchName("torch." + dt.name)),
+                         Q._QuantizedDtype: lambda p, dt: p.save(_TorchName("torch." + dt.name)),
+                         Q.qscheme: lambda p, qs: p.save(_TorchName("torch." + qs.name))}
         self.legacy = legacy
         self.storages = []  # _StorageRef, in key order
         self._by_base = {}  # id(base array) -> _StorageRef (the array is kept alive by the ref)
@@ -99,6 +104,8 @@ class _CheckpointPickler(pickle._Pickler):
         return NotImplemented
 
     def _reduce_tensor(self, t):
+        if t.is_quantized:
+            return self._reduce_qtensor(t)
         if t.layout is not strided:  # a sparse tensor: its layout and its index and value tensors
             return _TorchName("torch._utils._rebuild_sparse_tensor"), (t.layout, t._parts())
         ref, offset, stride = self._storage_of(t)
@@ -109,26 +116,44 @@ class _CheckpointPickler(pickle._Pickler):
         data = Tensor._wrap(t._data)._view_of(t)  # a plain tensor on the same storage, wrapped in a Parameter
         return _TorchName("torch._utils._rebuild_parameter"), (data, t._rg, collections.OrderedDict())
 
-    def _storage_of(self, t):
-        """The storage of ``t`` (its view base's memory, shared with other views) and t's place in it."""
-        arr = t._data
-        base = (t._base if t._base is not None else t)._data
+    def _reduce_qtensor(self, t):
+        """A quantized tensor: the storage of its integers, PyTorch's quantizer tuple (per-channel float qparams
+        are written as per_channel_affine with float zero points, as PyTorch writes them)."""
+        q = t._data.q
+        if q.dtype not in _QSTORAGE:
+            raise TypeError(f"cannot save {q.dtype} tensors")
+        base = (t._base if t._base is not None else t)._data.arr
+        ref, offset, stride = self._storage_of(t, t._data.arr, base, q.dtype)
+        if q.per_channel:
+            params = (Q.per_channel_affine, Tensor._wrap(q.scales), Tensor._wrap(q.zero_points), q.axis)
+        else:
+            params = (Q.per_tensor_affine, q.scale, q.zero_point)
+        return _TorchName("torch._utils._rebuild_qtensor"), (ref, offset, tuple(t.shape), stride, params, False,
+                                                             collections.OrderedDict())
+
+    def _storage_of(self, t, arr=None, base=None, dtype=None):
+        """The storage of ``t`` (its view base's memory, shared with other views) and t's place in it (``arr``,
+        ``base``, ``dtype``: a quantized tensor's integers, their base and its dtype)."""
+        if arr is None:
+            arr = t._data
+            base = (t._base if t._base is not None else t)._data
         ref = self._by_base.get(id(base))
         layout = _layout_in(arr, base) if ref is None or ref.array.dtype == arr.dtype else None
         if layout is None:  # not expressible in its base's memory: save a contiguous copy of its own
             base = _backend.xp_of(arr).ascontiguousarray(arr)
             layout, ref = (0, contiguous_strides(arr.shape)), None
         if ref is None:
-            ref = self._new_ref(base)
+            ref = self._new_ref(base, dtype)
         return ref, layout[0], layout[1]
 
-    def _new_ref(self, base):
-        dt = D.from_np(base.dtype)
-        if dt not in _STORAGE:
+    def _new_ref(self, base, dtype=None):
+        dt = D.from_np(base.dtype) if dtype is None else dtype
+        name = _STORAGE.get(dt) or _QSTORAGE.get(dt)
+        if name is None:
             raise TypeError(f"cannot save {dt} tensors")
         key = str(len(self.storages))
         location = "cpu" if _backend.is_host(base) else f"cuda:{base.device.id}"
-        pid = ("storage", _TorchName("torch." + _STORAGE[dt]), key, location, base.size)
+        pid = ("storage", _TorchName("torch." + name), key, location, base.size)
         ref = _StorageRef(pid + (None,) if self.legacy else pid, base)
         self.storages.append(ref)
         self._by_base[id(base)] = ref
@@ -269,6 +294,25 @@ def _rebuild_sparse_tensor(layout, data):
     return rebuild_sparse_tensor(layout, data)
 
 
+def _rebuild_qtensor(storage, storage_offset, size, stride, quantizer_params, requires_grad, backward_hooks):
+    """A quantized tensor over ``storage`` (of its integers) with PyTorch's quantizer tuple."""
+    from ._quantized import _new, _Quantizer
+    ints = _view(storage, storage_offset, size, stride)
+    dtype = Q.QUANTIZED_OF[D.FROM_NP[ints._data.dtype]]
+    scheme = quantizer_params[0]
+    if scheme in (Q.per_tensor_affine, Q.per_tensor_symmetric):
+        q = _Quantizer(dtype, Q.per_tensor_affine, float(quantizer_params[1]), int(quantizer_params[2]))
+    elif scheme in (Q.per_channel_affine, Q.per_channel_affine_float_qparams, Q.per_channel_symmetric):
+        scales, zero_points, axis = quantizer_params[1:]
+        floats = zero_points.dtype.is_floating_point
+        q = _Quantizer(dtype, Q.per_channel_affine_float_qparams if floats else Q.per_channel_affine,
+                       scales=scales._data.astype(np.float32 if floats else np.float64),
+                       zero_points=zero_points._data.astype(np.float32 if floats else np.int64), axis=int(axis))
+    else:
+        raise pickle.UnpicklingError(f"unsupported quantization scheme in checkpoint: {scheme!r}")
+    return _new(ints._data, q)
+
+
 def _parameter_class():
     try:
         from .nn import Parameter
@@ -309,6 +353,10 @@ _TORCH = {
     "torch._tensor._rebuild_from_type_v2": _rebuild_from_type_v2,
     "torch.serialization._get_layout": _get_layout,
     "torch._utils._rebuild_sparse_tensor": _rebuild_sparse_tensor,
+    "torch._utils._rebuild_qtensor": _rebuild_qtensor,
+    **{f"torch.{qs.name}": qs for qs in Q.QSCHEMES},
+    **{f"torch.{d.name}": d for d in Q.QUANTIZED},
+    **{f"torch.{name}": d for d, name in _QSTORAGE.items()},
     "torch.Size": Size, "torch.device": device, "torch.Tensor": Tensor,
     "torch.storage.UntypedStorage": D.uint8,
     **{f"torch.{d.name}": d for d in D.ALL},
