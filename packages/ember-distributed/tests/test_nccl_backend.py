@@ -240,8 +240,9 @@ def fake_nccl_registered():
 
 def test_init_process_group_with_nccl(fake_nccl_registered):
     assert dist.is_nccl_available()
-    dist.init_process_group("nccl", store=dist.HashStore(), rank=0, world_size=1)
-    assert (dist.get_backend(), dist.group.WORLD.name(), dist.get_backend_config()) == ("nccl", "nccl", "cuda:nccl")
+    # the stand-in's "device" is the CPU: NCCL serves CPU tensors here
+    dist.init_process_group("cpu:nccl", store=dist.HashStore(), rank=0, world_size=1)
+    assert (dist.group.WORLD.name(), dist.get_backend_config()) == ("nccl", "cpu:nccl")
     t = ember.tensor([1.0, 2.0])
     dist.all_reduce(t, op=dist._make_nccl_premul_sum(3.0))  # the factor reaches the backend
     assert t.tolist() == [3.0, 6.0]
@@ -258,6 +259,23 @@ def test_init_process_group_with_nccl(fake_nccl_registered):
     dist.barrier()
     with pytest.raises(ValueError, match="monitored_barrier is only implemented for GLOO"):
         dist.monitored_barrier()
+    dist.destroy_process_group()
+
+
+def test_tensors_go_to_the_backend_of_their_device(fake_nccl_registered):
+    dist.init_process_group("cpu:gloo,cuda:nccl", store=dist.HashStore(), rank=0, world_size=1)
+    pg = dist.group.WORLD
+    assert pg.name() == "nccl" and pg._get_backend("cpu").name() == "gloo"
+    t = ember.ones(2)
+    dist.all_reduce(t)
+    dist.broadcast(t, 0)
+    dist.all_gather([ember.empty(2)], t)
+    assert pg._get_backend("cuda")._comms == {}  # the CPU tensors never reached NCCL
+    dist.monitored_barrier()  # on the group's CPU backend, as torch's
+    dist.destroy_process_group()
+    dist.init_process_group("nccl", store=dist.HashStore(), rank=0, world_size=1)
+    with pytest.raises(RuntimeError, match="No backend type associated with device type cpu"):
+        dist.all_reduce(t)  # as torch: an NCCL group has nothing for CPU tensors
     dist.destroy_process_group()
 
 

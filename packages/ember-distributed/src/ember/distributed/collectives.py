@@ -85,6 +85,12 @@ def _group_rank(pg, global_rank, group_rank, default=None):
     return _c10d().get_group_rank(pg, global_rank)
 
 
+def _backend(pg, tensor):
+    """The backend of ``pg`` serving ``tensor``'s device type (a group may have one per device type, e.g.
+    "cpu:gloo,cuda:nccl"); the group's default one when there is no tensor."""
+    return pg.backend if tensor is None else pg._get_backend(tensor.device)
+
+
 def _finish(work, async_op):
     return work if async_op else None
 
@@ -107,7 +113,7 @@ def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
         if not supports_complex(red):
             raise ValueError(f"all_reduce does not support {op} on complex tensors")
         tensor = _real(tensor)
-    return _finish(pg.backend.allreduce([tensor], red, async_op), async_op)
+    return _finish(_backend(pg, tensor).allreduce([tensor], red, async_op), async_op)
 
 
 def all_reduce_coalesced(tensors, op=ReduceOp.SUM, group=None, async_op=False):
@@ -125,7 +131,7 @@ def all_reduce_coalesced(tensors, op=ReduceOp.SUM, group=None, async_op=False):
     red = _red(op, "all_reduce_coalesced")
     if any(t.is_complex() for t in tensors) and not supports_complex(red):
         raise ValueError(f"all_reduce does not support {op} on complex tensors")
-    work = pg.backend.allreduce([_real(t) for t in tensors], red, async_op)
+    work = _backend(pg, tensors[0]).allreduce([_real(t) for t in tensors], red, async_op)
     return work.get_future() if async_op else None
 
 
@@ -136,7 +142,7 @@ def broadcast(tensor, src=None, group=None, async_op=False, group_src=None):
     if pg is None:
         return None
     root = _group_rank(pg, src, group_src)
-    return _finish(pg.backend.broadcast([_real(tensor)], root, async_op), async_op)
+    return _finish(_backend(pg, tensor).broadcast([_real(tensor)], root, async_op), async_op)
 
 
 def reduce(tensor, dst=None, op=ReduceOp.SUM, group=None, async_op=False, group_dst=None):
@@ -152,7 +158,7 @@ def reduce(tensor, dst=None, op=ReduceOp.SUM, group=None, async_op=False, group_
         if not supports_complex(red):
             raise ValueError(f"reduce does not support {op} on complex tensors")
         tensor = _real(tensor)
-    return _finish(pg.backend.reduce([tensor], root, red, async_op), async_op)
+    return _finish(_backend(pg, tensor).reduce([tensor], root, red, async_op), async_op)
 
 
 def all_gather(tensor_list, tensor, group=None, async_op=False):
@@ -163,7 +169,7 @@ def all_gather(tensor_list, tensor, group=None, async_op=False):
     pg = _member_group(group, "all_gather")
     if pg is None:
         return None
-    work = pg.backend.allgather([[_real(t) for t in tensor_list]], [_real(tensor)], async_op)
+    work = _backend(pg, tensor).allgather([[_real(t) for t in tensor_list]], [_real(tensor)], async_op)
     return _finish(work, async_op)
 
 
@@ -174,7 +180,7 @@ def all_gather_single(output_tensor, input_tensor, group=None, async_op=False):
     pg = _member_group(group, "all_gather_single")
     if pg is None:
         return None
-    work = pg.backend.allgather_into_tensor(_real(output_tensor), _real(input_tensor), async_op)
+    work = _backend(pg, input_tensor).allgather_into_tensor(_real(output_tensor), _real(input_tensor), async_op)
     return _finish(work, async_op)
 
 
@@ -207,7 +213,7 @@ def all_gather_coalesced(output_tensor_lists, input_tensor_list, group=None, asy
     ins = [_real(t) for t in input_tensor_list]
     flat = ember.cat([t.reshape(-1) for t in ins]) if ins else ember.empty(0)
     out = ember.empty(flat.numel() * size, dtype=flat.dtype)
-    work = pg.backend.allgather_into_tensor(out, flat, async_op)
+    work = _backend(pg, flat).allgather_into_tensor(out, flat, async_op)
 
     def unpack(_=None):
         n = flat.numel()
@@ -241,7 +247,7 @@ def gather(tensor, gather_list=None, dst=None, group=None, async_op=False, group
             raise ValueError("Argument ``gather_list`` must be specified on destination rank.")
     elif gather_list:
         raise ValueError("Argument ``gather_list`` must NOT be specified on non-destination ranks.")
-    work = pg.backend.gather([_real(t) for t in gather_list], _real(tensor), root, async_op)
+    work = _backend(pg, tensor).gather([_real(t) for t in gather_list], _real(tensor), root, async_op)
     return _finish(work, async_op)
 
 
@@ -262,7 +268,7 @@ def scatter(tensor, scatter_list=None, src=None, group=None, async_op=False, gro
             raise ValueError("Argument ``scatter_list`` must be specified on source rank.")
     elif scatter_list:
         raise ValueError("Argument ``scatter_list`` must NOT be specified on non-source ranks.")
-    work = pg.backend.scatter(_real(tensor), [_real(t) for t in scatter_list], root, async_op)
+    work = _backend(pg, tensor).scatter(_real(tensor), [_real(t) for t in scatter_list], root, async_op)
     return _finish(work, async_op)
 
 
@@ -280,7 +286,7 @@ def reduce_scatter(output, input_list, op=ReduceOp.SUM, group=None, async_op=Fal
                          f"{len(input_list)}")
     if input_list[pg.rank()].numel() != output.numel():
         raise ValueError("reduce_scatter: this rank's input must have as many elements as its output")
-    work = pg.backend.reduce_scatter(_real(output), [_real(t) for t in input_list], red, async_op)
+    work = _backend(pg, output).reduce_scatter(_real(output), [_real(t) for t in input_list], red, async_op)
     return _finish(work, async_op)
 
 
@@ -292,7 +298,7 @@ def reduce_scatter_single(output, input, op=ReduceOp.SUM, group=None, async_op=F
     if pg is None:
         return None
     red = _red(op, "reduce_scatter_single")
-    work = pg.backend.reduce_scatter_tensor(_real(output), _real(input), red, async_op)
+    work = _backend(pg, output).reduce_scatter_tensor(_real(output), _real(input), red, async_op)
     return _finish(work, async_op)
 
 
@@ -312,8 +318,8 @@ def all_to_all_single(output, input, output_split_sizes=None, input_split_sizes=
     _check_tensor(output, "output")
     _check_tensor(input, "input")
     _same_dtype(output, input)
-    work = pg.backend.alltoall_base(_real(output), _real(input), output_split_sizes or [], input_split_sizes or [],
-                                    async_op)
+    work = _backend(pg, input).alltoall_base(_real(output), _real(input), output_split_sizes or [],
+                                             input_split_sizes or [], async_op)
     return _finish(work, async_op)
 
 
@@ -325,8 +331,8 @@ def all_to_all(output_tensor_list, input_tensor_list, group=None, async_op=False
     _check_tensor_list(output_tensor_list, "output_tensor_list")
     _check_tensor_list(input_tensor_list, "input_tensor_list")
     _same_dtype(output_tensor_list, input_tensor_list)
-    work = pg.backend.alltoall([_real(t) for t in output_tensor_list], [_real(t) for t in input_tensor_list],
-                               async_op)
+    work = _backend(pg, output_tensor_list[0] if output_tensor_list else None).alltoall(
+        [_real(t) for t in output_tensor_list], [_real(t) for t in input_tensor_list], async_op)
     return _finish(work, async_op)
 
 
@@ -345,7 +351,11 @@ def monitored_barrier(group=None, timeout=None, wait_all_ranks=False):
     pg = _member_group(group, "monitored_barrier")
     if pg is None:
         return None
-    if not hasattr(pg.backend, "monitored_barrier"):
+    try:  # the group's CPU backend (gloo's), as torch's
+        backend = pg._get_backend("cpu")
+    except RuntimeError:
+        backend = pg.backend
+    if not hasattr(backend, "monitored_barrier"):
         raise ValueError("monitored_barrier is only implemented for GLOO backend.")
     if isinstance(timeout, float):
         warnings.warn(f"Please specify timeout arg as a timedelta. Converting current value of {timeout} assuming "
@@ -353,7 +363,7 @@ def monitored_barrier(group=None, timeout=None, wait_all_ranks=False):
         timeout = datetime.timedelta(seconds=timeout)
     if timeout is not None and not isinstance(timeout, datetime.timedelta):
         raise TypeError(f"Expected timeout argument to be of type datetime.timedelta, got {timeout}")
-    pg.backend.monitored_barrier(timeout, wait_all_ranks)
+    backend.monitored_barrier(timeout, wait_all_ranks)
     return None
 
 
@@ -364,7 +374,7 @@ def isend(tensor, dst=None, group=None, tag=0, group_dst=None):
     pg = _member_group(group, "isend")
     if pg is None:
         return None
-    return pg.backend.send([_real(tensor)], _group_rank(pg, dst, group_dst), tag, True)
+    return _backend(pg, tensor).send([_real(tensor)], _group_rank(pg, dst, group_dst), tag, True)
 
 
 def irecv(tensor, src=None, group=None, tag=0, group_src=None):
@@ -375,8 +385,8 @@ def irecv(tensor, src=None, group=None, tag=0, group_src=None):
     if pg is None:
         return None
     if src is None and group_src is None:
-        return pg.backend.recv_anysource([_real(tensor)], tag, True)
-    return pg.backend.recv([_real(tensor)], _group_rank(pg, src, group_src), tag, True)
+        return _backend(pg, tensor).recv_anysource([_real(tensor)], tag, True)
+    return _backend(pg, tensor).recv([_real(tensor)], _group_rank(pg, src, group_src), tag, True)
 
 
 def send(tensor, dst=None, group=None, tag=0, group_dst=None):
@@ -389,7 +399,7 @@ def send(tensor, dst=None, group=None, tag=0, group_dst=None):
     if peer == pg.rank():
         raise ValueError("Invalid destination rank: destination rank should not be the same as the rank of the "
                          "current process.")
-    pg.backend.send([_real(tensor)], peer, tag, False)
+    _backend(pg, tensor).send([_real(tensor)], peer, tag, False)
 
 
 def recv(tensor, src=None, group=None, tag=0, group_src=None):
@@ -400,9 +410,9 @@ def recv(tensor, src=None, group=None, tag=0, group_src=None):
     if pg is None:
         return -1
     if src is None and group_src is None:
-        work = pg.backend.recv_anysource([_real(tensor)], tag, False)
+        work = _backend(pg, tensor).recv_anysource([_real(tensor)], tag, False)
         return _c10d().get_global_rank(pg, work.source_rank())
-    pg.backend.recv([_real(tensor)], _group_rank(pg, src, group_src), tag, False)
+    _backend(pg, tensor).recv([_real(tensor)], _group_rank(pg, src, group_src), tag, False)
     return src if src is not None else _c10d().get_global_rank(pg, group_src)
 
 
