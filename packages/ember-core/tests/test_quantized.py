@@ -415,3 +415,28 @@ def test_repr(shape, dtype):
     for scale, zp in ((0.1, 3), (1 / 3, 0)):
         assert repr(ember.quantize_per_tensor(e, scale, zp, E(dtype))) == \
             repr(torch.quantize_per_tensor(t, scale, zp, T(dtype))).replace("torch.", "ember.")
+
+
+def test_setitem_empty_and_choose_qparams():
+    qe, qt = pair()
+    for f in (lambda m, q: q.__setitem__(0, 1.0), lambda m, q: q.__setitem__((1, slice(1, 3)), m.tensor([0.5, -0.2])),
+              lambda m, q: q.__setitem__(2, q[0])):
+        f(ember, qe), f(torch, qt)
+        assert_same_q(qe, qt)
+    ee = ember._empty_affine_quantized([2, 3], scale=0.5, zero_point=2, dtype=ember.quint8)
+    et = torch._empty_affine_quantized([2, 3], scale=0.5, zero_point=2, dtype=torch.quint8)
+    assert (ee.shape, ee.q_scale(), ee.q_zero_point()) == (et.shape, et.q_scale(), et.q_zero_point())
+    pe = ember._empty_per_channel_affine_quantized([2, 3], scales=ember.tensor([0.1, 0.2]),
+                                                   zero_points=ember.tensor([1, 2]), axis=0, dtype=ember.qint8)
+    pt = torch._empty_per_channel_affine_quantized([2, 3], scales=torch.tensor([0.1, 0.2]),
+                                                   zero_points=torch.tensor([1, 2]), axis=0, dtype=torch.qint8)
+    np.testing.assert_array_equal(pe.q_per_channel_scales().numpy(), pt.q_per_channel_scales().numpy())
+    assert str(pe.q_per_channel_zero_points().dtype)[6:] == str(pt.q_per_channel_zero_points().dtype)[6:]
+    le = ember.empty_like(qe)
+    assert le.is_quantized and le.q_scale() == qe.q_scale() and le.dtype is qe.dtype
+    x = floats((5, 7), seed=11)
+    for rr in (False, True):
+        assert ember._choose_qparams_per_tensor(ember.tensor(x), rr) == torch._choose_qparams_per_tensor(
+            torch.tensor(x), rr)
+    me, mt = same_error(lambda: qe * 2, lambda: qt * 2)
+    assert me.startswith(mt.split(" see ")[0])

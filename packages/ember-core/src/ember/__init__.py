@@ -72,6 +72,9 @@ from ._qtypes import (  # noqa: E402
     quint8,
 )
 from ._quantized import (  # noqa: E402
+    _choose_qparams_per_tensor,
+    _empty_affine_quantized,
+    _empty_per_channel_affine_quantized,
     _make_per_channel_quantized_tensor,
     _make_per_tensor_quantized_tensor,
     dequantize,

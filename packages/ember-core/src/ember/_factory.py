@@ -136,6 +136,9 @@ def ones_like(input, *, dtype=None, layout=None, device=None, requires_grad=Fals
 @factory("empty_like")
 def empty_like(input, *, dtype=None, layout=None, device=None, requires_grad=False, memory_format=None):
     """An uninitialised tensor with the shape (and by default dtype and device) of ``input``."""
+    if input.is_quantized and dtype is None:  # (a quantized tensor of the same parameters)
+        from ._quantized import empty_like_quantized
+        return empty_like_quantized(input)
     return empty(input.shape, **_like_kw(input, dtype, device, requires_grad))
 
 

@@ -436,6 +436,13 @@ def choose_qparams(lo, hi, dtype, reduce_range=False):
     return scale, zp
 
 
+def _choose_qparams_per_tensor(input, reduce_range=False):
+    """(scale, zero_point) of quint8 dynamic quantization of ``input``'s range."""
+    x = _float_input(input)
+    return choose_qparams(builtins.float(x.min()) if x.size else 0.0, builtins.float(x.max()) if x.size else 0.0,
+                          Q.quint8, reduce_range)
+
+
 def quantize_per_tensor_dynamic(input, dtype, reduce_range):
     """Quantize ``input`` with the scale and zero point its own range gives (quint8, qint8)."""
     if dtype not in (Q.quint8, Q.qint8):
@@ -520,6 +527,31 @@ def _make_per_channel_quantized_tensor(input, scale, zero_point, axis):
     scheme = Q.per_channel_affine_float_qparams if float_zp else Q.per_channel_affine
     _warn_deprecated()
     return _new(input._data.copy(), _Quantizer(dtype, scheme, scales=s, zero_points=z, axis=axis))
+
+
+def _empty_affine_quantized(size, *, scale=1.0, zero_point=0, dtype=None, device=None, layout=None,
+                            pin_memory=False, memory_format=None):
+    """An uninitialised per-tensor quantized tensor of ``size``."""
+    from ._factory import size_args
+    dtype = D.float32 if dtype is None else dtype
+    if not isinstance(dtype, Q._QuantizedDtype):
+        raise RuntimeError("Creation of quantized tensor requires quantized dtype like ember.quint8")
+    return _new(np.empty(size_args((size,)), dtype.np),
+                _Quantizer(dtype, Q.per_tensor_affine, builtins.float(scale), builtins.int(zero_point)))
+
+
+def _empty_per_channel_affine_quantized(size, *, scales, zero_points, axis, dtype=None, device=None, layout=None,
+                                        pin_memory=False, memory_format=None):
+    """An uninitialised per-channel quantized tensor of ``size``."""
+    from ._factory import size_args
+    dtype = D.float32 if dtype is None else dtype
+    if not isinstance(dtype, Q._QuantizedDtype):
+        raise RuntimeError("Creation of quantized tensor requires quantized dtype like ember.quint8")
+    shape = size_args((size,))
+    s, z, float_zp = _channel_params(scales, zero_points, axis, len(shape), shape,
+                                     "_empty_per_channel_affine_quantized")
+    scheme = Q.per_channel_affine_float_qparams if float_zp else Q.per_channel_affine
+    return _new(np.empty(shape, dtype.np), _Quantizer(dtype, scheme, scales=s, zero_points=z, axis=axis))
 
 
 def dequantize(tensor):
@@ -673,6 +705,36 @@ def _copy_(op, args, kwargs):
     return target
 
 
+def _quantized_like(t, value, shape):
+    """``value`` (a number, a float or quantized tensor) as integers of ``t``'s (per-tensor) quantizer."""
+    q = t._data.q
+    if q.per_channel:
+        raise RuntimeError("Quantized copy only works with kPerTensorAffine on Quantizer")
+    if isinstance(value, QuantizedTensor):
+        if value._data.q.same(q):
+            return np.broadcast_to(value._data.arr, shape)
+        value = value.dequantize()
+    x = np.broadcast_to(value._data if isinstance(value, Tensor) else np.float32(value), shape).astype(_f32)
+    if q.dtype is Q.qint32:
+        return quantize_unfused(x, _f32(1) / _f32(q.scale), _f32(q.zero_point), q.dtype)
+    return quantize_fused(x, q.scale, q.zero_point, q.dtype)
+
+
+def _setitem(op, args, kwargs):
+    t, index, value = args
+    if not isinstance(t, QuantizedTensor):
+        raise RuntimeError("Copying from quantized Tensor to non-quantized Tensor is not allowed, please use "
+                           "dequantize to get a float Tensor from a quantized Tensor")
+    part = _ints(t)[index]
+    part._data[...] = _quantized_like(t, value, part._data.shape)
+    t._version[0] += 1
+
+
+def empty_like_quantized(t):
+    """An uninitialised quantized tensor of ``t``'s shape and quantizer (``ember.empty_like``)."""
+    return _new(np.empty(t._data.shape, t._data.arr.dtype), t._data.q)
+
+
 def _fill_(op, args, kwargs):
     t, value = args
     q = t._data.q
@@ -718,14 +780,15 @@ def _kernel(name):
 _HANDLERS = {
     "eq": _compare, "ne": _compare, "lt": _compare, "le": _compare, "gt": _compare, "ge": _compare,
     "equal": _equal, "_to_copy": _to_copy, "copy_": _copy_, "fill_": _fill_, "masked_fill": _masked_fill,
-    "cat": _cat, "concat": _cat, "concatenate": _cat, "stack": _cat,
+    "cat": _cat, "concat": _cat, "concatenate": _cat, "stack": _cat, "__setitem__": _setitem,
     **{name: _kernel(name) for name in ("relu", "hardtanh", "clamp", "clip", "clamp_min", "clamp_max", "sigmoid",
                                         "tanh", "hardsigmoid", "leaky_relu", "gelu", "mean", "max", "min", "topk",
                                         "sort", "max_pool1d", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d",
                                         "_upsample")},
 }
 # in-place calls PyTorch runs on quantized tensors (the kernel writes the result into the target)
-_INPLACE = {"copy_", "fill_", "relu", "hardtanh", "clamp", "clip", "clamp_min", "clamp_max", "leaky_relu", "sigmoid",
+_WRITES_TARGET = {"copy_", "fill_", "__setitem__"}  # (their handlers write the target themselves)
+_INPLACE = {*_WRITES_TARGET, "relu", "hardtanh", "clamp", "clip", "clamp_min", "clamp_max", "leaky_relu", "sigmoid",
             "tanh", "hardsigmoid", "masked_fill"}
 
 
@@ -736,6 +799,9 @@ def dispatch(op, args, kwargs, out, mode):
                       if isinstance(a, QuantizedTensor) or (type(a) in (list, tuple) and a
                                                             and isinstance(a[0], QuantizedTensor))), None)
     if handler is None or out is not None or (mode == "inplace" and op.name not in _INPLACE):
+        if op.kind == "elementwise" and not all(isinstance(a, Tensor) for a in args):
+            raise RuntimeError("empty_strided not supported on quantized tensors yet: ember has no quantized "
+                               f"kernel for {op.name} with a Python number (dequantize first)")
         if op.kind == "elementwise" and any(isinstance(a, Tensor) and not a.is_quantized for a in args):
             names = [x.dtype.torch_name if x.is_quantized else TORCH_NAME.get(x.dtype, str(x.dtype))
                      for x in args if isinstance(x, Tensor)]
@@ -743,7 +809,7 @@ def dispatch(op, args, kwargs, out, mode):
                                f"rules should be, offending types: {' '.join(names)}")
         name = op.name + ("_" if mode == "inplace" else ".out" if out is not None else "")
         raise _not_implemented(name, quantized if isinstance(quantized, Tensor) else quantized[0])
-    if mode == "inplace" and op.name not in ("copy_", "fill_"):
+    if mode == "inplace" and op.name not in _WRITES_TARGET:
         target = args[0]
         r = handler(op, args, kwargs)
         target._data.arr[...] = r._data.arr
