@@ -687,19 +687,14 @@ def _copy_(op, args, kwargs):
     if not isinstance(target, QuantizedTensor):
         raise RuntimeError("Copying from quantized Tensor to non-quantized Tensor is not allowed, please use "
                            "dequantize to get a float Tensor from a quantized Tensor")
-    q = target._data.q
+    shape = target._data.shape
     if isinstance(src, QuantizedTensor):
         if src.dtype is not target.dtype:
             raise RuntimeError("Quantized Copy only works with same qtype")
-        arr = np.broadcast_to(src._data.arr, target._data.shape)
         target._data.q = src._data.q  # (PyTorch's copy_ of a quantized source takes its parameters)
+        arr = np.broadcast_to(src._data.arr, shape)
     else:
-        if q.per_channel:
-            raise RuntimeError("Quantized copy only works with kPerTensorAffine on Quantizer")
-        x = src.to(D.float32)._data if isinstance(src, Tensor) else np.float32(src)
-        arr = quantize_fused(np.broadcast_to(x, target._data.shape), q.scale, q.zero_point, q.dtype) \
-            if q.dtype is not Q.qint32 else quantize_unfused(np.broadcast_to(x, target._data.shape),
-                                                              _f32(1) / _f32(q.scale), _f32(q.zero_point), q.dtype)
+        arr = _quantized_like(target, src, shape)
     target._data.arr[...] = arr
     target._version[0] += 1
     return target
@@ -737,11 +732,7 @@ def empty_like_quantized(t):
 
 def _fill_(op, args, kwargs):
     t, value = args
-    q = t._data.q
-    value = value.item() if isinstance(value, Tensor) else value
-    if q.per_channel:
-        raise RuntimeError("Quantized fill only works with kPerTensorAffine on Quantizer")
-    t._data.arr[...] = quantize_fused(np.full((), value, _f32), q.scale, q.zero_point, q.dtype)
+    t._data.arr[...] = _quantized_like(t, value.item() if isinstance(value, Tensor) else value, ())
     t._version[0] += 1
     return t
 
@@ -749,10 +740,8 @@ def _fill_(op, args, kwargs):
 def _masked_fill(op, args, kwargs):
     t, mask, value = args
     r = _new(t._data.arr.copy(), t._data.q)
-    r._data.arr[np.broadcast_to(mask._data, t._data.shape)] = 0
-    filler = _new(np.empty((), t._data.arr.dtype), t._data.q)
-    _fill_(None, (filler, value), {})
-    r._data.arr[np.broadcast_to(mask._data, t._data.shape)] = filler._data.arr
+    r._data.arr[np.broadcast_to(mask._data, t._data.shape)] = _quantized_like(
+        t, value.item() if isinstance(value, Tensor) else value, ())
     return r
 
 
