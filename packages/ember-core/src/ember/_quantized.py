@@ -270,12 +270,6 @@ def _pack(arr, bits):
     return out
 
 
-def _unpack(packed, bits, shape):
-    per = 8 // bits
-    vals = np.stack([(packed >> np.uint8(k * bits)) & np.uint8((1 << bits) - 1) for k in range(per)], 1)
-    return vals.reshape(-1)[:math.prod(shape)].reshape(shape)
-
-
 # ---- quantizing and dequantizing arrays -----------------------------------------------------------------------
 def quantize_fused(x, scale, zero_point, dtype):
     """Integers of float32 array ``x``: ``rint(fma(x, 1/scale, zero_point))`` clamped (PyTorch's 8-bit
