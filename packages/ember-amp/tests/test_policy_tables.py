@@ -38,8 +38,7 @@ SPELLINGS = {"__matmul__": "Tensor.__matmul__", "__pow__": "Tensor.__pow__", "__
              "_lu_with_info": "lu", "mkldnn_rnn_layer": "nn.LSTM", "_native_multi_head_attention":
              "nn.MultiheadAttention", "GRUCell": "nn.GRUCell", "LSTMCell": "nn.LSTMCell", "RNNCell": "nn.RNNCell"}
 # listed ops that ember does not provide yet: the test fails once one appears, so the entry is removed
-# listed ops that ember does not provide yet (fake quantization comes with ember-quantization)
-NOT_YET = {"fake_quantize_per_tensor_affine"}
+NOT_YET = set()
 # listed ops that another ember distribution provides: checked only where it is installed
 try:
     import ember.special  # noqa: F401
