@@ -1,0 +1,1 @@
+"""Helpers of the elastic package: store barriers (``store``), free ports (``distributed``), loggers."""
