@@ -128,3 +128,52 @@ def test_kernels_refuse_float_and_per_channel():
                                     ember.qint8)
     with pytest.raises(RuntimeError, match="per-tensor"):
         EQ.relu6(pc)
+
+
+def _linear_case(m, x, w, b, per_channel):
+    if per_channel:
+        m_out = w.shape[0]
+        qw = m.quantize_per_channel(m.tensor(w), m.tensor(np.linspace(0.001, 0.004, m_out)),
+                                    m.tensor(np.arange(m_out) % 5 - 2), 0, m.qint8)
+    else:
+        qw = m.quantize_per_tensor(m.tensor(w), 0.002, 3, m.qint8)
+    return m.ops.quantized.linear_prepack(qw, None if b is None else m.tensor(b))
+
+
+@pytest.mark.parametrize("shape", [(64, 256, 128), (3, 1000, 64), (2, 7, 3), ((2, 5), 16, 8)])
+@pytest.mark.parametrize("per_channel", [False, True])
+@pytest.mark.parametrize("bias", [True, False])
+def test_linear(shape, per_channel, bias):
+    lead, k, n = shape
+    lead = lead if isinstance(lead, tuple) else (lead,)
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(lead + (k,)).astype(np.float32)
+    w = (rng.standard_normal((n, k)) * 0.1).astype(np.float32)
+    b = rng.standard_normal(n).astype(np.float32) if bias else None
+    pe, pt = _linear_case(ember, x, w, b, per_channel), _linear_case(torch, x, w, b, per_channel)
+    qe = ember.quantize_per_tensor(ember.tensor(x), 0.03, 120, ember.quint8)
+    qt = torch.quantize_per_tensor(torch.tensor(x), 0.03, 120, torch.quint8)
+    for name in ("linear", "linear_relu"):
+        assert_same_q(getattr(EQ, name)(qe, pe, 0.05, 64), getattr(TQ, name)(qt, pt, 0.05, 64))
+    for rr in (False, True):
+        for name in ("linear_dynamic", "linear_relu_dynamic"):
+            np.testing.assert_array_equal(getattr(EQ, name)(ember.tensor(x), pe, rr).numpy(),
+                                          getattr(TQ, name)(torch.tensor(x), pt, rr).numpy())
+    we, be = pe.unpack()
+    assert we.dtype is ember.qint8 and (be is None) == (b is None)
+
+
+def test_linear_errors():
+    w = np.ones((4, 3), np.float32)
+    for f in (lambda m: m.ops.quantized.linear_prepack(m.quantize_per_tensor(m.tensor(w), 0.1, 0, m.quint8)),
+              lambda m: m.ops.quantized.linear(m.quantize_per_tensor(m.tensor(w), 0.1, 0, m.qint8),
+                                               m.ops.quantized.linear_prepack(
+                                                   m.quantize_per_tensor(m.tensor(w), 0.1, 0, m.qint8)), 0.1, 0),
+              lambda m: m.ops.quantized.linear(m.quantize_per_tensor(m.tensor(w.T), 0.1, 0, m.quint8),
+                                               m.ops.quantized.linear_prepack(
+                                                   m.quantize_per_tensor(m.tensor(w), 0.1, 0, m.qint8)), 0.1, 0)):
+        with pytest.raises(RuntimeError) as te:
+            f(torch)
+        with pytest.raises(RuntimeError) as ee:
+            f(ember)
+        assert str(ee.value) == str(te.value)

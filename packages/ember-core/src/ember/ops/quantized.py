@@ -399,3 +399,108 @@ def _adaptive_avg_pool2d(input, *args, **kwargs):
 
 def _upsample(input, *args, **kwargs):
     return _through_float32_ints("_upsample", input, *args, **kwargs)
+
+
+# ---- linear (PyTorch's x86/fbgemm numerics) -------------------------------------------------------------------
+class LinearPackedParams:
+    """A quantized weight (qint8, per tensor or per channel along dim 0) and its float bias, as
+    ``linear_prepack`` packs them for ``linear``/``linear_dynamic``; ``unpack()`` gives them back."""
+
+    __slots__ = ("weight", "bias")
+
+    def __init__(self, weight, bias):
+        self.weight, self.bias = weight, bias
+
+    def unpack(self):
+        return self.weight, self.bias
+
+    def __getstate__(self):
+        return self.unpack()
+
+    def __setstate__(self, state):
+        self.weight, self.bias = state
+
+
+def linear_prepack(W, B=None):
+    if not getattr(W, "is_quantized", False) or W.dtype is not Q.qint8:
+        found = W.dtype.torch_name if getattr(W, "is_quantized", False) else W.dtype
+        raise RuntimeError(f"expected scalar type QInt8 but found {found}")
+    return LinearPackedParams(W, B)
+
+
+def _int_matmul(a, b_t):
+    """Integer ``a @ b_t.T`` of centered 8-bit values, exact: float32 BLAS while every partial sum stays below
+    2**24 (255 * 128 per product), float64 BLAS beyond."""
+    dt = _f32 if a.shape[-1] * 255 * 128 < (1 << 24) else np.float64
+    return np.matmul(a.astype(dt), b_t.astype(dt).T)
+
+
+def _weight_params(w):
+    q = w._data.q
+    rows = w._data.shape[0]
+    if q.per_channel:
+        return q.scales.astype(_f32), q.zero_points.astype(np.int64)
+    return np.full(rows, _f32(q.scale)), np.full(rows, q.zero_point, np.int64)
+
+
+def _accumulate(X, W, name):
+    """(int accumulators of X's quint8 integers times W's, as float, the float32 product of the scales per output)."""
+    qx = _check(X, name)
+    if qx.dtype is not Q.quint8:
+        raise RuntimeError(f"Expected input data type QUInt8 but got {qx.dtype.torch_name}")
+    k = W._data.shape[1]
+    if X._data.shape[-1] != k:
+        raise RuntimeError(f"The number of rows in the packB should be equal to K: {X._data.shape[-1]}")
+    w_scale, w_zp = _weight_params(W)
+    xi = X._data.arr.reshape(-1, k).astype(np.int32) - qx.zero_point
+    wi = W._data.arr.astype(np.int32) - w_zp[:, None]
+    acc = _int_matmul(xi, wi)
+    return acc, _f32(qx.scale) * w_scale
+
+
+def _linear(X, W_prepack, Y_scale, Y_zero_point, relu, name):
+    acc, ats = _accumulate(X, W_prepack.weight, name)
+    y = acc.astype(_f32)
+    if W_prepack.bias is not None:
+        y += (W_prepack.bias._data.astype(_f32) / ats).astype(_f32)
+    y *= (ats / _f32(Y_scale)).astype(_f32)
+    r = np.rint(y).astype(np.float64) + Y_zero_point
+    np.clip(r, Y_zero_point if relu else 0, 255, out=r)
+    shape = X._data.shape[:-1] + (W_prepack.weight._data.shape[0],)
+    return _out(r.astype(np.uint8).reshape(shape), Q.quint8, Y_scale, Y_zero_point)
+
+
+def linear(X, W_prepack, Y_scale, Y_zero_point):
+    """quint8 ``X`` times the packed qint8 weight plus bias, requantized as fbgemm does: ``rint((acc + bias / (sx *
+    sw)) * (sx * sw / Y_scale)) + Y_zero_point`` in float32 (the integer accumulator exact)."""
+    return _linear(X, W_prepack, Y_scale, Y_zero_point, False, "linear")
+
+
+def linear_relu(X, W_prepack, Y_scale, Y_zero_point):
+    return _linear(X, W_prepack, Y_scale, Y_zero_point, True, "linear_relu")
+
+
+def linear_dynamic(X, W_prepack, reduce_range=False):
+    """Float ``X`` quantized to quint8 with its own range (``reduce_range``: 7 bits), times the packed weight:
+    a float32 result ``fma(acc, sx * sw, bias)``."""
+    return _linear_dynamic(X, W_prepack, reduce_range, False)
+
+
+def linear_relu_dynamic(X, W_prepack, reduce_range=False):
+    return _linear_dynamic(X, W_prepack, reduce_range, True)
+
+
+def _linear_dynamic(X, W_prepack, reduce_range, relu):
+    x = X._data.astype(_f32, copy=False)
+    lo, hi = (float(x.min()), float(x.max())) if x.size else (0.0, 0.0)
+    scale, zp = _qt.choose_qparams(lo, hi, Q.quint8, reduce_range)
+    qx = _qt._new(_qt.quantize_fused(x, scale, zp, Q.quint8), _qt._Quantizer(Q.quint8, Q.per_tensor_affine, scale,
+                                                                            zp))
+    acc, ats = _accumulate(qx, W_prepack.weight, "linear_dynamic")
+    y = acc.astype(_f32).astype(np.float64) * ats  # (exact: fbgemm adds the bias in a fused multiply-add)
+    if W_prepack.bias is not None:
+        y += W_prepack.bias._data.astype(_f32)
+    y = y.astype(_f32)
+    if relu:
+        np.maximum(y, 0, out=y)
+    return _wrap(y.astype(_f32).reshape(X._data.shape[:-1] + (W_prepack.weight._data.shape[0],)))
