@@ -504,3 +504,160 @@ def _linear_dynamic(X, W_prepack, reduce_range, relu):
     if relu:
         np.maximum(y, 0, out=y)
     return _wrap(y.astype(_f32).reshape(X._data.shape[:-1] + (W_prepack.weight._data.shape[0],)))
+
+
+# ---- convolution (PyTorch's x86 numerics: fbgemm's and oneDNN's requantization agree) ------------------------
+class ConvPackedParams:
+    """A quantized convolution weight (qint8, per tensor or per output channel), its float bias and geometry, as
+    ``conv{1,2,3}d_prepack`` packs them; ``unpack()`` gives (weight, bias). A 1-d weight is kept as 2-d with a
+    height of 1, as PyTorch keeps it."""
+
+    __slots__ = ("weight", "bias", "_stride", "_padding", "_dilation", "_groups")
+
+    def __init__(self, weight, bias, stride, padding, dilation, groups):
+        self.weight, self.bias = weight, bias
+        self._stride, self._padding, self._dilation = list(stride), list(padding), list(dilation)
+        self._groups = int(groups)
+
+    def unpack(self):
+        return self.weight, self.bias
+
+    def stride(self):
+        return list(self._stride)
+
+    def padding(self):
+        return list(self._padding)
+
+    def dilation(self):
+        return list(self._dilation)
+
+    def groups(self):
+        return self._groups
+
+    def transpose(self):
+        return False
+
+    def output_padding(self):
+        return [0] * len(self._stride)
+
+    def __getstate__(self):
+        return self.weight, self.bias, self._stride, self._padding, self._dilation, self._groups
+
+    def __setstate__(self, state):
+        self.weight, self.bias, self._stride, self._padding, self._dilation, self._groups = state
+
+
+def _conv_prepack(weight, bias, stride, padding, dilation, groups, dims):
+    if not getattr(weight, "is_quantized", False) or weight.dtype is not Q.qint8:
+        found = weight.dtype.torch_name if getattr(weight, "is_quantized", False) else weight.dtype
+        raise RuntimeError(f"expected scalar type QInt8 but found {found}")
+    if weight.dim() != dims + 2:
+        raise RuntimeError(f"Weights are expected to have {dims + 2} dimensions, got {weight.dim()}")
+    geometry = [list(v) if isinstance(v, (list, tuple)) else [v] * dims for v in (stride, padding, dilation)]
+    if dims == 1:  # (kept as a convolution of height 1)
+        weight = weight.unsqueeze(2)
+        geometry = [[1, v[0]] if name != "padding" else [0, v[0]] for name, v in
+                    zip(("stride", "padding", "dilation"), geometry)]
+    return ConvPackedParams(weight, bias, *geometry, groups)
+
+
+def conv1d_prepack(weight, bias, stride, padding, dilation, groups):
+    return _conv_prepack(weight, bias, stride, padding, dilation, groups, 1)
+
+
+def conv2d_prepack(weight, bias, stride, padding, dilation, groups):
+    return _conv_prepack(weight, bias, stride, padding, dilation, groups, 2)
+
+
+def conv3d_prepack(weight, bias, stride, padding, dilation, groups):
+    return _conv_prepack(weight, bias, stride, padding, dilation, groups, 3)
+
+
+def _conv_accumulate(xi, wi, stride, padding, dilation, groups):
+    """Exact integer convolution of centered integers ``xi`` (N, C, *S) and ``wi`` (O, C/groups, *K), as floats:
+    windows of the zero-padded input against the weight, on float BLAS (float32 while the sums stay below 2**24,
+    float64 beyond)."""
+    d = len(stride)
+    xi = np.pad(xi, [(0, 0), (0, 0)] + [(p, p) for p in padding])
+    kernel = wi.shape[2:]
+    extent = [(k - 1) * dl + 1 for k, dl in zip(kernel, dilation)]
+    win = np.lib.stride_tricks.sliding_window_view(xi, extent, axis=tuple(range(2, 2 + d)))
+    win = win[(Ellipsis,) + tuple(slice(None, None, s) for s in stride) + tuple(slice(None, None, dl)
+                                                                              for dl in dilation)]
+    # win: (N, C, *out, *kernel)
+    n, c = xi.shape[:2]
+    out_shape = win.shape[2:2 + d]
+    o = wi.shape[0]
+    per = c // groups
+    k_size = per * int(np.prod(kernel))
+    dt = _f32 if k_size * 255 * 128 < (1 << 24) else np.float64
+    result = np.empty((n, o) + out_shape, dt)
+    og = o // groups
+    for g in range(groups):
+        part = win[:, g * per:(g + 1) * per]
+        # (N, *out, C/g, *kernel) rows against (C/g * kernel, O/g)
+        cols = np.moveaxis(part, 1, 1 + d).reshape(n * int(np.prod(out_shape)), k_size).astype(dt)
+        wg = wi[g * og:(g + 1) * og].reshape(og, k_size).astype(dt)
+        prod = cols @ wg.T
+        result[:, g * og:(g + 1) * og] = np.moveaxis(prod.reshape((n,) + out_shape + (og,)), -1, 1)
+    return result
+
+
+def _conv(qx, packed, args, relu, dims, name):
+    if len(args) not in (2, 6):
+        raise TypeError(f"quantized::{name}() takes the packed weight, then output_scale and output_zero_point")
+    scale, zero_point = args[-2:]
+    q = _check(qx, name)
+    if q.dtype is not Q.quint8:
+        raise RuntimeError(f"Expected input data type QUInt8 but got {q.dtype.torch_name}")
+    w = packed.weight
+    x = qx._data.arr
+    if x.ndim != dims + 2:
+        raise RuntimeError(f"quantized::{name}: expected a {dims + 2}-d input (batch, channels and {dims} spatial "
+                           f"dims), got {x.ndim}-d")
+    if dims == 1:
+        x = x[:, :, None]
+    if x.shape[1] != w._data.shape[1] * packed.groups():
+        raise RuntimeError(f"quantized::{name}: the input has {x.shape[1]} channels, the weight expects "
+                           f"{w._data.shape[1] * packed.groups()}")
+    w_scale, w_zp = _weight_params(w)
+    shape = (-1,) + (1,) * (w._data.ndim - 2)
+    xi = x.astype(np.int32) - q.zero_point
+    wi = w._data.arr.astype(np.int32) - w_zp.reshape((-1,) + (1,) * (w._data.ndim - 1))
+    acc = _conv_accumulate(xi, wi, packed.stride(), packed.padding(), packed.dilation(), packed.groups())
+    ats = _f32(q.scale) * w_scale
+    y = acc.astype(_f32)
+    if packed.bias is not None:
+        y += (packed.bias._data.astype(_f32) / ats).astype(_f32).reshape(shape)
+    y *= (ats / _f32(scale)).astype(_f32).reshape(shape)
+    r = np.rint(y).astype(np.float64) + zero_point
+    np.clip(r, zero_point if relu else 0, 255, out=r)
+    r = r.astype(np.uint8)
+    return _out(r[:, :, 0] if dims == 1 else r, Q.quint8, scale, zero_point)
+
+
+def conv1d(qx, packed_weight, *args):
+    """Quantized 1-d convolution: ``conv1d(qx, packed, output_scale, output_zero_point)``."""
+    return _conv(qx, packed_weight, args, False, 1, "conv1d")
+
+
+def conv1d_relu(qx, packed_weight, *args):
+    return _conv(qx, packed_weight, args, True, 1, "conv1d_relu")
+
+
+def conv2d(qx, weight, *args):
+    """Quantized 2-d convolution (quint8 input, packed qint8 weight): the exact integer sums requantized as
+    fbgemm/oneDNN do; ``conv2d(qx, packed, output_scale, output_zero_point)``."""
+    return _conv(qx, weight, args, False, 2, "conv2d")
+
+
+def conv2d_relu(qx, weight, *args):
+    return _conv(qx, weight, args, True, 2, "conv2d_relu")
+
+
+def conv3d(qx, weight, *args):
+    return _conv(qx, weight, args, False, 3, "conv3d")
+
+
+def conv3d_relu(qx, weight, *args):
+    return _conv(qx, weight, args, True, 3, "conv3d_relu")
