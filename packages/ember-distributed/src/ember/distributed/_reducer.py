@@ -552,6 +552,7 @@ class Reducer:
                     p.grad.copy_(view)
         self._expect_hooks = False
         self._require_finalize = False
+        self._join = None  # (set again by the next forward inside a join context)
 
     # ---- comm hooks -------------------------------------------------------------------------------------------
     def _register_comm_hook(self, state, hook):

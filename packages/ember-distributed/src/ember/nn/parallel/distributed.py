@@ -483,7 +483,11 @@ class DistributedDataParallel(Module, Joinable):
         self._sync_module_states(self._authoritative_rank, self.forward_sync_buffers)
 
     def _match_all_reduce_for_bwd_pass(self):
-        futures = [self.reducer._run_comm_hook(b) for b in self.reducer._get_zeros_like_grad_buckets()]
+        futures = []
+        for bucket in self.reducer._get_zeros_like_grad_buckets():
+            futures.append(self.reducer._run_comm_hook(bucket))
+            if self.reducer._hook_serial:  # (one bucket's chain of collectives at a time, as the others run them)
+                futures[-1].wait()
         for fut in futures:
             fut.wait()
 
