@@ -277,9 +277,7 @@ def test_bucketized_collectives(ranks):
 
 
 # ---- spawn -----------------------------------------------------------------------------------------------------------
-def _spawned(index, path, fail_on):
-    if index == fail_on:
-        raise ValueError(f"replica {index} fails")
+def _spawned(index, path):
     total = xm.all_reduce(xm.REDUCE_SUM, ember.tensor([index + 1.0]))
     dist = ember.distributed
     backend = dist.get_backend() if dist.is_initialized() else None
@@ -287,15 +285,20 @@ def _spawned(index, path, fail_on):
         f.write(f"{xm.get_ordinal()} {xm.get_local_ordinal()} {xm.xrt_world_size()} {total.item()} {backend}")
 
 
+def _spawned_fails(index):
+    if index == 1:
+        raise ValueError(f"replica {index} fails")
+
+
 def test_spawn(tmp_path):
-    xm.spawn(_spawned, args=(str(tmp_path), -1), nprocs=2)
+    xm.spawn(_spawned, args=(str(tmp_path),), nprocs=2)
     assert [(tmp_path / f"{i}.txt").read_text() for i in range(2)] == [f"{i} {i} 2 3.0 undefined" for i in range(2)]
     with pytest.raises(ProcessRaisedException, match="replica 1 fails"):
-        xm.spawn(_spawned, args=(str(tmp_path), 1), nprocs=2)
+        xm.spawn(_spawned_fails, nprocs=2)
 
 
 def test_spawn_of_one_process_runs_here(tmp_path):
-    xm.spawn(_spawned, args=(str(tmp_path), -1), nprocs=1)
+    xm.spawn(_spawned, args=(str(tmp_path),), nprocs=1)
     assert (tmp_path / "0.txt").read_text() == "0 0 1 1.0 None"
     assert not ember.distributed.is_initialized()
 

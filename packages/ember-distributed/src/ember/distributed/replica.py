@@ -836,10 +836,17 @@ def _spawned(index, fn, args, nprocs, port):
     if ember.cuda.is_available():
         ember.cuda.set_device(index % ember.cuda.device_count())
     _c10d.init_process_group()
+    finished = False
     try:
         fn(index, *args)
+        finished = True
     finally:
-        with contextlib.suppress(Exception):  # the process ends: a group broken by a failed peer may not close
+        # the process ends. After ``fn``, wait until every replica is done with the group, whose store replica 0
+        # serves; a barrier that fails means another replica failed, which its own exit reports
+        with contextlib.suppress(Exception):
+            if finished and _c10d.is_initialized():
+                _c10d.barrier()
+        with contextlib.suppress(Exception):
             _c10d.destroy_process_group()
 
 
