@@ -48,3 +48,38 @@ def qadd_1m():
     qt = torch.quantize_per_tensor(_inputs(torch), 0.02, 128, torch.quint8)
     return interleaved(lambda: ember.ops.quantized.add(qe, qe, 0.04, 128),
                        lambda: torch.ops.quantized.add(qt, qt, 0.04, 128))
+
+
+def _linear_inputs(lib, seed=0):
+    rng = np.random.default_rng(seed)
+    x = lib.quantize_per_tensor(lib.tensor(rng.standard_normal((256, 1024)).astype(np.float32)), 0.03, 120,
+                                lib.quint8)
+    w = lib.quantize_per_channel(lib.tensor((rng.standard_normal((1024, 1024)) * 0.05).astype(np.float32)),
+                                 lib.tensor(np.full(1024, 0.002)), lib.tensor(np.zeros(1024, np.int64)), 0, lib.qint8)
+    return x, lib.ops.quantized.linear_prepack(w, lib.tensor(rng.standard_normal(1024).astype(np.float32)))
+
+
+@benchmark("quantized linear (ops.quantized.linear) 256x1024 -> 1024, per-channel weights", goal=1.5)
+def qlinear():
+    ember, torch = _ready()
+    (xe, pe), (xt, pt) = _linear_inputs(ember), _linear_inputs(torch)
+    return interleaved(lambda: ember.ops.quantized.linear(xe, pe, 0.05, 64),
+                       lambda: torch.ops.quantized.linear(xt, pt, 0.05, 64))
+
+
+def _conv_inputs(lib, seed=0):
+    rng = np.random.default_rng(seed)
+    x = lib.quantize_per_tensor(lib.tensor(rng.standard_normal((32, 16, 32, 32)).astype(np.float32)), 0.03, 120,
+                                lib.quint8)
+    w = lib.quantize_per_tensor(lib.tensor((rng.standard_normal((32, 16, 3, 3)) * 0.1).astype(np.float32)), 0.002,
+                                0, lib.qint8)
+    b = lib.tensor(rng.standard_normal(32).astype(np.float32))
+    return x, lib.ops.quantized.conv2d_prepack(w, b, [1, 1], [1, 1], [1, 1], 1)
+
+
+@benchmark("quantized conv2d (ops.quantized.conv2d) 32x16x32x32 -> 32, 3x3", goal=1.5)
+def qconv2d():
+    ember, torch = _ready()
+    (xe, pe), (xt, pt) = _conv_inputs(ember), _conv_inputs(torch)
+    return interleaved(lambda: ember.ops.quantized.conv2d(xe, pe, 0.05, 64),
+                       lambda: torch.ops.quantized.conv2d(xt, pt, 0.05, 64))

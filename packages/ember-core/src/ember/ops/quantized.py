@@ -406,19 +406,27 @@ class LinearPackedParams:
     """A quantized weight (qint8, per tensor or per channel along dim 0) and its float bias, as
     ``linear_prepack`` packs them for ``linear``/``linear_dynamic``; ``unpack()`` gives them back."""
 
-    __slots__ = ("weight", "bias")
+    __slots__ = ("weight", "bias", "_centered")
 
     def __init__(self, weight, bias):
-        self.weight, self.bias = weight, bias
+        self.weight, self.bias, self._centered = weight, bias, None
 
     def unpack(self):
         return self.weight, self.bias
+
+    def centered(self):
+        """(the weight's integers minus their zero points as float32, their largest magnitude): made once, the
+        packing."""
+        if self._centered is None:
+            c = _centered_weight(self.weight)
+            self._centered = c, int(np.abs(c).max(initial=0))
+        return self._centered
 
     def __getstate__(self):
         return self.unpack()
 
     def __setstate__(self, state):
-        self.weight, self.bias = state
+        (self.weight, self.bias), self._centered = state, None
 
 
 def linear_prepack(W, B=None):
@@ -428,11 +436,33 @@ def linear_prepack(W, B=None):
     return LinearPackedParams(W, B)
 
 
-def _int_matmul(a, b_t):
-    """Integer ``a @ b_t.T`` of centered 8-bit values, exact: float32 BLAS while every partial sum stays below
-    2**24 (255 * 128 per product), float64 BLAS beyond."""
-    dt = _f32 if a.shape[-1] * 255 * 128 < (1 << 24) else np.float64
-    return np.matmul(a.astype(dt), b_t.astype(dt).T)
+def _centered_weight(w):
+    """(rows, K) float32 of a quantized weight's integers minus their zero points (per row)."""
+    _, w_zp = _weight_params(w)
+    arr = w._data.arr.reshape(w._data.shape[0], -1)
+    return (arr.astype(np.int32) - w_zp[:, None]).astype(_f32)
+
+
+def _int_matmul(a, b, bound):
+    """Exact integer ``a @ b.T`` of centered 8-bit values (float32 arrays; ``bound`` >= |a| * |b| elementwise), as
+    float64: float32 BLAS over slices of K short enough that every partial sum stays below 2**24 (as few slices as
+    that allows, of equal size, each copied contiguous: NumPy's matmul leaves BLAS for strided operands), the slices
+    added in float64."""
+    k = a.shape[-1]
+    parts = -(-k * max(bound, 1) // (1 << 24))
+    if parts <= 1:
+        return np.matmul(a, b.T).astype(np.float64)
+    step = -(-k // parts)
+    out = None
+    for lo in range(0, k, step):
+        part = np.matmul(np.ascontiguousarray(a[:, lo:lo + step]), np.ascontiguousarray(b[:, lo:lo + step]).T)
+        out = part.astype(np.float64) if out is None else out.__iadd__(part)
+    return out
+
+
+def _bound(zero_point, packed):
+    """The largest product of a centered quint8 input (zero point ``zero_point``) and the packed weight's values."""
+    return max(zero_point, 255 - zero_point) * packed.centered()[1]
 
 
 def _weight_params(w):
@@ -443,23 +473,23 @@ def _weight_params(w):
     return np.full(rows, _f32(q.scale)), np.full(rows, q.zero_point, np.int64)
 
 
-def _accumulate(X, W, name):
-    """(int accumulators of X's quint8 integers times W's, as float, the float32 product of the scales per output)."""
+def _accumulate(X, packed, name):
+    """(integer accumulators of X's quint8 integers times the packed weight's, as float64; the float32 products of
+    the scales per output)."""
     qx = _check(X, name)
     if qx.dtype is not Q.quint8:
         raise RuntimeError(f"Expected input data type QUInt8 but got {qx.dtype.torch_name}")
-    k = W._data.shape[1]
+    k = packed.weight._data.shape[1]
     if X._data.shape[-1] != k:
         raise RuntimeError(f"The number of rows in the packB should be equal to K: {X._data.shape[-1]}")
-    w_scale, w_zp = _weight_params(W)
-    xi = X._data.arr.reshape(-1, k).astype(np.int32) - qx.zero_point
-    wi = W._data.arr.astype(np.int32) - w_zp[:, None]
-    acc = _int_matmul(xi, wi)
-    return acc, _f32(qx.scale) * w_scale
+    xi = X._data.arr.reshape(-1, k).astype(_f32)
+    xi -= qx.zero_point
+    acc = _int_matmul(xi, packed.centered()[0], _bound(qx.zero_point, packed))
+    return acc, _f32(qx.scale) * _weight_params(packed.weight)[0]
 
 
 def _linear(X, W_prepack, Y_scale, Y_zero_point, relu, name):
-    acc, ats = _accumulate(X, W_prepack.weight, name)
+    acc, ats = _accumulate(X, W_prepack, name)
     y = acc.astype(_f32)
     if W_prepack.bias is not None:
         y += (W_prepack.bias._data.astype(_f32) / ats).astype(_f32)
@@ -496,7 +526,7 @@ def _linear_dynamic(X, W_prepack, reduce_range, relu):
     scale, zp = _qt.choose_qparams(lo, hi, Q.quint8, reduce_range)
     qx = _qt._new(_qt.quantize_fused(x, scale, zp, Q.quint8), _qt._Quantizer(Q.quint8, Q.per_tensor_affine, scale,
                                                                             zp))
-    acc, ats = _accumulate(qx, W_prepack.weight, "linear_dynamic")
+    acc, ats = _accumulate(qx, W_prepack, "linear_dynamic")
     y = acc.astype(_f32).astype(np.float64) * ats  # (exact: fbgemm adds the bias in a fused multiply-add)
     if W_prepack.bias is not None:
         y += W_prepack.bias._data.astype(_f32)
@@ -512,10 +542,11 @@ class ConvPackedParams:
     ``conv{1,2,3}d_prepack`` packs them; ``unpack()`` gives (weight, bias). A 1-d weight is kept as 2-d with a
     height of 1, as PyTorch keeps it."""
 
-    __slots__ = ("weight", "bias", "_stride", "_padding", "_dilation", "_groups")
+    __slots__ = ("weight", "bias", "_stride", "_padding", "_dilation", "_groups", "_centered")
+    centered = LinearPackedParams.centered
 
     def __init__(self, weight, bias, stride, padding, dilation, groups):
-        self.weight, self.bias = weight, bias
+        self.weight, self.bias, self._centered = weight, bias, None
         self._stride, self._padding, self._dilation = list(stride), list(padding), list(dilation)
         self._groups = int(groups)
 
@@ -545,6 +576,7 @@ class ConvPackedParams:
 
     def __setstate__(self, state):
         self.weight, self.bias, self._stride, self._padding, self._dilation, self._groups = state
+        self._centered = None
 
 
 def _conv_prepack(weight, bias, stride, padding, dilation, groups, dims):
@@ -573,7 +605,7 @@ def conv3d_prepack(weight, bias, stride, padding, dilation, groups):
     return _conv_prepack(weight, bias, stride, padding, dilation, groups, 3)
 
 
-def _conv_accumulate(xi, wi, stride, padding, dilation, groups):
+def _conv_accumulate(xi, wi, stride, padding, dilation, groups, bound):
     """Exact integer convolution of centered integers ``xi`` (N, C, *S) and ``wi`` (O, C/groups, *K), as floats:
     windows of the zero-padded input against the weight, on float BLAS (float32 while the sums stay below 2**24,
     float64 beyond)."""
@@ -590,15 +622,13 @@ def _conv_accumulate(xi, wi, stride, padding, dilation, groups):
     o = wi.shape[0]
     per = c // groups
     k_size = per * int(np.prod(kernel))
-    dt = _f32 if k_size * 255 * 128 < (1 << 24) else np.float64
-    result = np.empty((n, o) + out_shape, dt)
+    result = np.empty((n, o) + out_shape, np.float64)
     og = o // groups
     for g in range(groups):
         part = win[:, g * per:(g + 1) * per]
-        # (N, *out, C/g, *kernel) rows against (C/g * kernel, O/g)
-        cols = np.moveaxis(part, 1, 1 + d).reshape(n * int(np.prod(out_shape)), k_size).astype(dt)
-        wg = wi[g * og:(g + 1) * og].reshape(og, k_size).astype(dt)
-        prod = cols @ wg.T
+        # (N, *out, C/g, *kernel) rows against (O/g, C/g * kernel)
+        cols = np.moveaxis(part, 1, 1 + d).reshape(n * int(np.prod(out_shape)), k_size)
+        prod = _int_matmul(cols, wi[g * og:(g + 1) * og].reshape(og, k_size), bound)
         result[:, g * og:(g + 1) * og] = np.moveaxis(prod.reshape((n,) + out_shape + (og,)), -1, 1)
     return result
 
@@ -620,11 +650,12 @@ def _conv(qx, packed, args, relu, dims, name):
     if x.shape[1] != w._data.shape[1] * packed.groups():
         raise RuntimeError(f"quantized::{name}: the input has {x.shape[1]} channels, the weight expects "
                            f"{w._data.shape[1] * packed.groups()}")
-    w_scale, w_zp = _weight_params(w)
+    w_scale = _weight_params(w)[0]
     shape = (-1,) + (1,) * (w._data.ndim - 2)
-    xi = x.astype(np.int32) - q.zero_point
-    wi = w._data.arr.astype(np.int32) - w_zp.reshape((-1,) + (1,) * (w._data.ndim - 1))
-    acc = _conv_accumulate(xi, wi, packed.stride(), packed.padding(), packed.dilation(), packed.groups())
+    xi = x.astype(_f32)
+    xi -= q.zero_point
+    acc = _conv_accumulate(xi, packed.centered()[0].reshape(w._data.shape), packed.stride(), packed.padding(),
+                           packed.dilation(), packed.groups(), _bound(q.zero_point, packed))
     ats = _f32(q.scale) * w_scale
     y = acc.astype(_f32)
     if packed.bias is not None:
