@@ -1,0 +1,3 @@
+from .linear_relu import LinearReLU
+
+__all__ = ["LinearReLU"]
