@@ -216,3 +216,13 @@ def test_conv(dims, inp, o, k, stride, pad, dil, groups, per_channel):
         # elements in ten thousand); with one, fbgemm's and oneDNN's formula agree bit for bit
         assert_same_q(e, t, exact=i < 2)
     assert out["ember geometry"] == out["torch geometry"]
+
+
+@pytest.mark.parametrize("dtype,za,zb,zo", DTYPES)
+def test_add_compiled_loop(dtype, za, zb, zo):
+    from ember import _jit
+    ae, at = qpair(shape=(4, 4096), scale=0.031, zp=za, dtype=dtype, seed=1)
+    be, bt = qpair(shape=(4, 4096), scale=0.047, zp=zb, dtype=dtype, seed=2, spread=3.0)
+    with _jit.forced():
+        for name in ("add", "add_relu"):
+            assert_same_q(getattr(EQ, name)(ae, be, 0.05, zo), getattr(TQ, name)(at, bt, 0.05, zo))

@@ -13,3 +13,14 @@ from ._numba_kernels import _fma
 def quantize_fused(x, inv, zero_point, lo, hi, out):
     for i in range(x.size):
         out[i] = np.int32(min(max(np.rint(_fma(x[i], inv, zero_point)), lo), hi))
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy")
+def add(a, b, sa, pa, sb, pb, inv, zero_point, lo, hi, relu, out):
+    """PyTorch's vectorised quantized add: both dequantized as ``fma(q, s, -zp * s)``, added in float32 (then
+    ``max(., 0)`` with ``relu``), requantized as ``rint(y * inv) + zero_point`` clamped to ``[lo, hi]``."""
+    for i in range(a.size):
+        y = _fma(np.float32(a[i]), sa, pa) + _fma(np.float32(b[i]), sb, pb)
+        if relu:
+            y = max(y, np.float32(0))
+        out[i] = np.int32(min(max(np.rint(y * inv) + zero_point, lo), hi))

@@ -13,6 +13,7 @@ import builtins
 import numpy as np
 
 from .. import _dtype as D
+from .. import _jit, _parallel
 from .. import _qtypes as Q
 from .. import _quantized as _qt
 from .._registry import REGISTRY
@@ -73,11 +74,26 @@ def add_relu(qa, qb, scale, zero_point):
 
 def _add(qa, qb, scale, zero_point, relu):
     qa_q, qb_q, a, b = _binary(qa, qb, scale, zero_point, relu, "add")
+    dtype = qa_q.dtype
+    if dtype.bits == 8 and a.flags.c_contiguous and b.flags.c_contiguous and a.size:
+        fn = _jit.loop("ember._qloops", "add", _ADD_SIG[dtype.np], a.size)
+        if fn is not None:  # (one compiled pass; the NumPy path below computes the same values)
+            sa, sb = _f32(qa_q.scale), _f32(qb_q.scale)
+            args = (sa, sa * _f32(-qa_q.zero_point), sb, sb * _f32(-qb_q.zero_point), _f32(1.0 / scale),
+                    _f32(zero_point), _f32(dtype.qmin), _f32(dtype.qmax), relu)
+            out = np.empty(a.shape, dtype.np)
+            _parallel.loop(lambda x, y, o: fn(x, y, *args, o), a.reshape(-1), b.reshape(-1), out=out.reshape(-1),
+                           minimum=_parallel.MIN_SIZE)
+            return _out(out, dtype, scale, zero_point)
     y = _dequantize(a, qa_q)
     y += _dequantize(b, qb_q)
     if relu:
         np.maximum(y, 0, out=y)
     return _requantized(y, qa_q.dtype, scale, zero_point)
+
+
+_ADD_SIG = {np.dtype(t): f"({t}[::1], {t}[::1], float32, float32, float32, float32, float32, float32, float32, "
+                        f"float32, boolean, {t}[::1])" for t in ("int8", "uint8")}
 
 
 def mul(qa, qb, scale, zero_point):
