@@ -14,7 +14,6 @@ spread the work over the cores: chunks of images, or, where the tiles are few an
 NaN and infinity do not stay where a direct sum leaves them (the maps mix a tile's values): a result that is not
 finite is computed again by the caller's direct method. That check is one sum of the result per chunk."""
 import math
-from fractions import Fraction
 
 import numpy as np
 
@@ -30,12 +29,12 @@ from ._channels_last import (
     total,
 )
 
-_h, _3, _15 = Fraction(1, 2), Fraction(1, 3), Fraction(1, 15)
-# the 1-D maps of F(4, 3): outputs of products, kernel, input
-_AT = [[1, 1, 1, 1, 1, 0], [0, -1, 1, _h, -2, 0], [0, 1, 1, _h ** 2, 4, 0], [0, -1, 1, _h ** 3, -8, 1]]
+_3, _15 = 1 / 3, 1 / 15
+# the 1-d maps of F(4, 3): outputs of products, kernel, input (float64; the kernel's thirds round once there)
+_AT = [[1, 1, 1, 1, 1, 0], [0, -1, 1, 0.5, -2, 0], [0, 1, 1, 0.25, 4, 0], [0, -1, 1, 0.125, -8, 1]]
 _G = [[1, 0, 0], [-_3, _3, -_3], [_3, _3, _3], [-16 * _15, -8 * _15, -4 * _15], [_15, -2 * _15, 4 * _15], [0, 0, 1]]
-_BT = [[1, -3 * _h, -2, 3 * _h, 1, 0], [0, 1, -5 * _h, _h, 1, 0], [0, -1, _h, 5 * _h, 1, 0], [0, -2, -1, 2, 1, 0],
-       [0, _h, -1, -_h, 1, 0], [0, 1, -3 * _h, -2, 3 * _h, 1]]
+_BT = [[1, -1.5, -2, 1.5, 1, 0], [0, 1, -2.5, 0.5, 1, 0], [0, -1, 0.5, 2.5, 1, 0], [0, -2, -1, 2, 1, 0],
+       [0, 0.5, -1, -0.5, 1, 0], [0, 1, -1.5, -2, 1.5, 1]]
 _BIAS = 14  # the product plane of the point 1 in both dims: its column of A is all ones, so a bias added there
 # reaches every output
 _MATS = {}
