@@ -226,3 +226,24 @@ def test_add_compiled_loop(dtype, za, zb, zo):
     with _jit.forced():
         for name in ("add", "add_relu"):
             assert_same_q(getattr(EQ, name)(ae, be, 0.05, zo), getattr(TQ, name)(at, bt, 0.05, zo))
+
+
+@pytest.mark.parametrize("dtype,za,zb,zo", DTYPES)
+def test_normalization(dtype, za, zb, zo):
+    rng = np.random.default_rng(3)
+    x = (rng.standard_normal((4, 8, 6, 6)) * 2).astype(np.float32)
+    params = [rng.uniform(0.5, 1.5, 8), rng.standard_normal(8), rng.standard_normal(8) * 0.1, rng.uniform(0.5, 2, 8)]
+    ln = [rng.uniform(0.5, 1.5, 36), rng.standard_normal(36)]
+    outs = {}
+    for m in (ember, torch):
+        qx = m.quantize_per_tensor(m.tensor(x), 0.03, za, getattr(m, dtype))
+        w, b, mean, var = (m.tensor(p.astype(np.float32)) for p in params)
+        lw, lb = (m.tensor(p.astype(np.float32).reshape(6, 6)) for p in ln)
+        Qm = m.ops.quantized
+        outs[m.__name__] = [Qm.batch_norm2d(qx, w, b, mean, var, 1e-5, 0.05, zo),
+                            Qm.batch_norm2d_relu(qx, w, b, mean, var, 1e-5, 0.05, zo),
+                            Qm.layer_norm(qx, [6, 6], lw, lb, 1e-5, 0.05, zo),
+                            Qm.group_norm(qx, 4, w, b, 1e-5, 0.05, zo),
+                            Qm.instance_norm(qx, w, b, 1e-5, 0.05, zo)]
+    for e, t in zip(outs["ember"], outs["torch"]):
+        assert_same_q(e, t, exact=False)  # (float statistics: PyTorch's SIMD sums may differ in the last bit)

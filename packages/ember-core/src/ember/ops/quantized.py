@@ -708,3 +708,55 @@ def conv3d(qx, weight, *args):
 
 def conv3d_relu(qx, weight, *args):
     return _conv(qx, weight, args, True, 3, "conv3d_relu")
+
+
+# ---- normalization ---------------------------------------------------------------------------------------------
+def _norm_vector(v, c):
+    return np.ones(c, _f32) if v is None else v._data.astype(_f32)
+
+
+def _batch_norm(qx, weight, bias, mean, var, eps, output_scale, output_zero_point, relu, name):
+    """Per channel (dim 1) ``alpha * (q - zx) + beta`` in float32, with ``alpha = weight / sqrt(var + eps) * sx /
+    s`` and ``beta = (bias - mean * weight / sqrt(var + eps)) / s + zero_point``, rounded and clamped."""
+    q = _check(qx, name)
+    c = qx._data.shape[1]
+    a = (_norm_vector(weight, c) / np.sqrt(var._data.astype(_f32) + _f32(eps))).astype(_f32)
+    beta = (np.zeros(c, _f32) if bias is None else bias._data.astype(_f32)) - mean._data.astype(_f32) * a
+    so = _f32(output_scale)
+    alpha = (a * _f32(q.scale) / so).astype(_f32)
+    beta = (beta.astype(_f32) / so + _f32(output_zero_point)).astype(_f32)
+    shape = (1, -1) + (1,) * (qx._data.ndim - 2)
+    y = (qx._data.arr.astype(_f32) - _f32(q.zero_point)) * alpha.reshape(shape) + beta.reshape(shape)
+    r = np.clip(np.rint(y), output_zero_point if relu else q.dtype.qmin, q.dtype.qmax)
+    return _out(r.astype(q.dtype.np), q.dtype, output_scale, output_zero_point)
+
+
+def batch_norm(qx, weight, bias, mean, var, eps, output_scale, output_zero_point):
+    """Quantized batch norm with running statistics (PyTorch's ``quantized::batch_norm``)."""
+    return _batch_norm(qx, weight, bias, mean, var, eps, output_scale, output_zero_point, False, "batch_norm")
+
+
+def batch_norm_relu(qx, weight, bias, mean, var, eps, output_scale, output_zero_point):
+    return _batch_norm(qx, weight, bias, mean, var, eps, output_scale, output_zero_point, True, "batch_norm_relu")
+
+
+batch_norm1d = batch_norm2d = batch_norm3d = batch_norm
+batch_norm1d_relu = batch_norm2d_relu = batch_norm3d_relu = batch_norm_relu
+
+
+def layer_norm(input, normalized_shape, weight, bias, eps, output_scale, output_zero_point):
+    """Layer norm of the real values, requantized to ``output_scale``/``output_zero_point``."""
+    return _through_float(input, lambda y: REGISTRY["layer_norm"].fn(_wrap(y), list(normalized_shape), weight, bias,
+                                                                     eps)._data, output_scale, output_zero_point,
+                          "layer_norm")
+
+
+def group_norm(input, num_groups, weight, bias, eps, output_scale, output_zero_point):
+    return _through_float(input, lambda y: REGISTRY["group_norm"].fn(_wrap(y), num_groups, weight, bias, eps)._data,
+                          output_scale, output_zero_point, "group_norm")
+
+
+def instance_norm(input, weight, bias, eps, output_scale, output_zero_point):
+    return _through_float(input, lambda y: REGISTRY["instance_norm"].fn(_wrap(y), weight, bias, None, None, True,
+                                                                        0.0, eps, False)._data,
+                          output_scale, output_zero_point, "instance_norm")
