@@ -58,6 +58,27 @@ def test_deterministic_mode_compiles_on_the_call(module, monkeypatch):
     assert _jit.loop(module, "double", SIGNATURE, 1) is None
 
 
+def test_exact_loops_serve_any_size_once_ready_and_never_compile_on_the_call(module, monkeypatch):
+    """(An exact JIT-free path gives the loop's bits: nothing to wait for, nothing to hide from small inputs.)"""
+    monkeypatch.setitem(_settings._state, "deterministic", True)
+    assert _jit.loop(module, "double", SIGNATURE, 1, exact=True) is None and module not in sys.modules
+    assert _jit.loop(module, "double", SIGNATURE, _jit.JIT_MIN, exact=True) is None  # queued, not compiled here
+    assert _jit.wait(timeout=120)
+    assert _doubles(_jit.loop(module, "double", SIGNATURE, 1, exact=True)) == [0.0, 2.0, 4.0]
+    assert _jit.loop(module, "double", SIGNATURE, 1) is None
+
+
+def test_rebound_runs_one_source_with_other_primitives():
+    import types
+    source = types.ModuleType("jit_rebound_probe")
+    exec("import math\nscale = math.sqrt\n\ndef twice(x):\n    return 2 * scale(x)\n\n"
+         "def quad(x):\n    return twice(twice(x))\n", vars(source))
+    calls = []
+    space = _jit.rebound(source, lambda name, f: calls.append(name) or f, scale=abs, twice=lambda x: 3 * x)
+    assert space["quad"](-2.0) == -18.0 and source.quad(16.0) == 2 * 8 ** 0.5
+    assert calls == ["quad"] and space["scale"] is abs
+
+
 def test_forced_hands_out_loops_for_any_size(module):
     with _jit.forced():
         assert _doubles(_jit.loop(module, "double", SIGNATURE, 1)) == [0.0, 2.0, 4.0]

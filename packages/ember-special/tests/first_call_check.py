@@ -1,4 +1,6 @@
-"""A fresh process's first calls of every ember.special function, as a script (``python first_call_check.py
+"""A fresh process's first calls of every ember.special function and of ember-core's functions that run numba loops
+(``ember._loops``: GELU, SiLU, softplus with their backward ops, sigmoid, softmax, log_softmax, layer norm with
+their gradients, the gradients of sigmoid and tanh, small powers), as a script (``python first_call_check.py
 [seconds]``): run by test_first_call.py in the development environment (editable installs) and by
 integration_tests/test_install.py in a fresh environment made from the wheels. It prints one JSON object:
 
@@ -9,7 +11,8 @@ integration_tests/test_install.py in a fresh environment made from the wheels. I
   threads: loops must build on ember's background thread, "ember-jit";
 * ``waited``: whether that thread was done within the given seconds; then ``warm``, the same as ``first`` for the
   second calls, which must find their loops compiled; ``jit_free``, the functions whose second large call still took
-  the JIT-free path; ``failed``, the loops that did not compile; ``ready``, how many did.
+  the JIT-free path; ``asked``, those whose second large call asked for a loop; ``failed``, the loops that did not
+  compile; ``ready``, how many did.
 """
 import json
 import sys
@@ -18,8 +21,12 @@ import threading
 import numpy as np
 
 SMALL, LARGE = 1_000, 1 << 14
-# the functions whose numba loops are ember-core's (ember._loops), which still compile or load on the call path
-CORE_LOOPS = {"erf", "erfc", "ndtr", "expit", "softmax", "log_softmax"}
+# the calls whose numba loops are ember-core's (ember._loops): ember.special's that use them, and core's own
+CORE_LOOPS = {"erf", "erfc", "ndtr", "expit", "softmax", "log_softmax", "core gelu", "core gelu tanh",
+              "core _gelu_backward", "core _gelu_backward tanh", "core sigmoid", "core _sigmoid_backward",
+              "core _tanh_backward", "core silu", "core _silu_backward", "core softplus", "core _softplus_backward",
+              "core softmax", "core log_softmax", "core softmax backward", "core log_softmax backward",
+              "core layer_norm", "core layer_norm backward", "core pow 3", "core pow -1", "core pow -2"}
 KINDS = {  # the arguments of the functions not called with one real tensor
     "gammainc": ("positive", "positive"), "gammaincc": ("positive", "positive"), "zeta": ("above1", "positive"),
     "xlogy": ("real", "positive"), "xlog1py": ("real", "positive"), "erfinv": ("unit",), "logit": ("unit",),
@@ -35,11 +42,40 @@ def _inputs(size, dtype):
             "unit": rng.uniform(0.001, 0.999, size), "above1": rng.uniform(1.1, 10, size)}
 
 
+def core_calls(ember, data):
+    """(name, thunk) for ember-core's functions that run its loops (forward and backward ops; the row VJPs as
+    autograd calls them, so that no other package is needed)."""
+    from ember._ops import activation, normalization, pointwise
+    x, g = data["real"], data["positive"]
+    rows, grows = x.reshape(-1, 8), g.reshape(-1, 8)
+    w, b = ember.linspace(0.5, 2, 8, dtype=x.dtype), ember.linspace(-1, 1, 8, dtype=x.dtype)
+    sm, lsm = ember.softmax(rows, -1), ember.log_softmax(rows, -1)
+    return [
+        ("core gelu", lambda: activation.gelu(x)), ("core gelu tanh", lambda: activation.gelu(x, "tanh")),
+        ("core _gelu_backward", lambda: activation._gelu_backward(g, x)),
+        ("core _gelu_backward tanh", lambda: activation._gelu_backward(g, x, "tanh")),
+        ("core sigmoid", lambda: ember.sigmoid(x)),
+        ("core _sigmoid_backward", lambda: pointwise._sigmoid_backward(g, x)),
+        ("core _tanh_backward", lambda: pointwise._tanh_backward(g, x)), ("core silu", lambda: activation.silu(x)),
+        ("core _silu_backward", lambda: activation._silu_backward(g, x)),
+        ("core softplus", lambda: activation.softplus(x)),
+        ("core _softplus_backward", lambda: activation._softplus_backward(g, x)),
+        ("core softmax", lambda: ember.softmax(rows, -1)), ("core log_softmax", lambda: ember.log_softmax(rows, -1)),
+        ("core softmax backward", lambda: activation._rows_vjp("softmax_backward_rows_f32", grows, sm, -1, sm.dtype)),
+        ("core log_softmax backward",
+         lambda: activation._rows_vjp("log_softmax_backward_rows_f32", grows, lsm, -1, lsm.dtype)),
+        ("core layer_norm", lambda: ember.layer_norm(rows, (8,), w, b)),
+        ("core layer_norm backward", lambda: normalization._layer_norm_rows_vjp(grows, rows, w, b, 1e-5)),
+        ("core pow 3", lambda: x ** 3), ("core pow -1", lambda: g ** -1), ("core pow -2", lambda: g ** -2.0),
+    ]
+
+
 def calls(ember, size, dtype):
-    """(name, thunk) for every function of ember.special on ``size`` elements of ``dtype``."""
+    """(name, thunk) for every function of ember.special and ember-core's loop functions on ``size`` elements of
+    ``dtype``."""
     data = {k: ember.from_numpy(v.astype(dtype)) for k, v in _inputs(size, dtype).items()}
     special = ember.special
-    out = []
+    out = core_calls(ember, data)
     for name in special.__all__:
         f = getattr(special, name)
         if name == "Tensor":
@@ -105,20 +141,23 @@ def main():
     asked = []
     loop = _jit.loop
 
-    def recording_loop(*args):
-        f = loop(*args)
+    def recording_loop(*args, **kwargs):
+        f = loop(*args, **kwargs)
         asked.append(f is not None)
         return f
     _jit.loop = recording_loop
-    jit_free = set()
+    jit_free, asking = set(), set()
     for dtype in ("float32", "float64"):
         for name, call in calls(ember, LARGE, dtype):
             del asked[:]
             call()
             if not all(asked):
                 jit_free.add(name)
+            if asked:
+                asking.add(name)
     run("warm")
     report["jit_free"] = sorted(jit_free)
+    report["asked"] = sorted(asking)
     report["failed"] = sorted(name for _, name, _ in _jit._failed)
     report["ready"] = len(_jit._ready)
     print(json.dumps(report))

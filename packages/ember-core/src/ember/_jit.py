@@ -12,13 +12,16 @@ whatever has been compiled.
 
 Results of an input above the floor may therefore change in the last bit once its loop is ready.
 Under ``ember.use_deterministic_algorithms(True)`` such a call compiles the loop itself instead (the first one
-is slow), so that results depend on the input alone.
+is slow), so that results depend on the input alone. Where the JIT-free path is the loop's own source run by NumPy
+and gives its very bits (``exact``: ember-core's elementwise loops, ``ember._formulas``), nothing changes when the
+loop arrives: a ready loop then serves inputs of any size, and deterministic mode compiles nothing on the call.
 """
 import contextlib
 import importlib
 import os
 import sys
 import threading
+import types
 
 from . import _settings
 
@@ -37,19 +40,22 @@ def wanted(size, minimum=None):
     return size >= (JIT_MIN if minimum is None else minimum) or _state["forced"]
 
 
-def loop(module, name, signature, size, minimum=None):
+def loop(module, name, signature, size, minimum=None, exact=False):
     """numba loop ``module.name`` compiled for ``signature`` (numba's notation, e.g. ``"(float32[::1],
     float32[::1])"``) when ``size`` is at least ``minimum`` (default JIT_MIN) and the loop is ready; otherwise
     None, and the loop is queued for compilation (for sizes of at least ``minimum``). The caller passes
     C-contiguous, aligned, writeable arrays of the signature's dtypes, so that the call finds the compiled loop and
-    compiles nothing."""
+    compiles nothing. ``exact``: the caller's JIT-free path gives the loop's very results, so a ready loop serves any
+    size, and deterministic mode does not compile on the call."""
+    key = (module, name, signature)
+    if exact and key in _ready:
+        return _ready[key]
     if not wanted(size, minimum):
         return None
-    key = (module, name, signature)
     f = _ready.get(key)
     if f is not None or key in _failed or _state["broken"]:
         return f
-    if _settings._state["deterministic"] or _state["forced"]:
+    if (_settings._state["deterministic"] and not exact) or _state["forced"]:
         return _compile(key)
     with _cond:
         if key not in _queue and key != _state["busy"]:
@@ -59,6 +65,19 @@ def loop(module, name, signature, size, minimum=None):
                 _state["worker"].start()
             _cond.notify()
     return None
+
+
+def rebound(source, wrap=None, **names):
+    """The functions of module ``source`` re-made to look their globals up in one new namespace: ``source``'s own
+    with ``names`` in place of some (functions of ``source`` too), each other function replaced by ``wrap(name,
+    function)`` if given. This is how one numba-free source runs on two engines: bound to numba's primitives and
+    compiled, or as it is with NumPy. Returns the namespace."""
+    namespace = dict(vars(source), **names)
+    for name, f in vars(source).items():
+        if isinstance(f, types.FunctionType) and f.__module__ == source.__name__ and name not in names:
+            f = types.FunctionType(f.__code__, namespace, name, f.__defaults__, f.__closure__)
+            namespace[name] = wrap(name, f) if wrap else f
+    return namespace
 
 
 def wait(timeout=None):

@@ -1,59 +1,118 @@
-"""ember's numba loops on arrays (``ember._numba_kernels``, loaded with numba on first use: ``import ember`` never
-imports numba): the error function family and GELU (CUDA's erf/erfc through cupyx on CuPy arrays; ember.special's
-erf, erfc and ndtr use these too, so each function has one implementation per device), small powers, and the
-float32 logistic family (sigmoid, SiLU, softplus) with the one-pass VJPs of sigmoid and tanh, and the row ops of
-float32 matrices (softmax, log_softmax, layer norm and their gradients along the last dim)."""
+"""ember-core's loops on NumPy arrays: the error function family and GELU (CUDA's erf/erfc through cupyx on CuPy
+arrays; ember.special's erf, erfc and ndtr use these too, so each function has one implementation per device), small
+powers, the float32 logistic family (sigmoid, SiLU, softplus) with the one-pass VJPs of sigmoid and tanh, and the row
+ops of float32 matrices (softmax, log_softmax, layer norm and their gradients along the last dim).
+
+Each loop is a function of ``ember._formulas``, run by one of two engines: numba's compiled loop
+(``ember._numba_kernels``) once ``ember._jit`` hands it out, else NumPy, block by block. A loop is asked for by inputs
+of its floor or more, and compiled on ``_jit``'s background thread: no call waits for numba, and ``import ember``
+never loads it. Elementwise loops give the same bits on both engines, so any input takes a loop that is ready
+(results do not depend on it; one exception: the float32 tanh GELU's exp, computed in float64 with FMAs that NumPy
+rounds twice, might move a result lying within 1e-16 of a float32 rounding boundary). Row loops may differ in the
+last bits (the order of their sums), so they follow ``_jit``'s rule: below the floor never, and under deterministic
+algorithms compiled on the call.
+"""
 import math
-import os
 
 import numpy as np
 
-from . import _parallel
+from . import _formulas, _jit, _parallel
 
-_LOOPS = []
-# Elements from which the logistic family and the gradients from outputs use a loop: below, NumPy's few passes over
-# a small array cost less than a call into numba (and tiny graphs never load numba)
-LOOP_MIN = 1 << 13
+_KERNELS = __package__ + "._numba_kernels"
+# Elements from which the logistic family, the gradients from outputs, the powers and the row ops ask for a loop:
+# below, their callers' NumPy passes over a small array cost less than a call into numba
+LOOP_MIN = _jit.JIT_MIN
+# Elements from which the error function family and GELU, which have no other small path, ask for their loop: NumPy's
+# engine costs them 30-250 ns an element (float64: the C library's erf one element at a time) and 20-200 us a call, the
+# loop under 1 ns and 1 us. Smaller inputs ask for it too once NumPy's engine has run it on that many elements in all,
+# a call counting as CALL_COST at least (so a process that keeps calling GELU on small tensors gets its loop too)
+FORMULA_MIN = 1 << 10
+CALL_COST = 1 << 8
+_TALLY = {}  # loop name -> elements NumPy's engine has computed of it (FORMULA_MIN's ops)
 # Elements from which a loop splits over the cores: the exact GELU's costs about 0.3 ns an element, so a split
 # (tens of microseconds to wake a helper) pays from here
 SPLIT_MIN = 1 << 17
+# Elements NumPy's engine computes at a time, its temporaries in L2 (1M float32 erf in blocks of 2K/4K/16K/64K: 105/68/
+# 43/42 ms). It runs on the calling thread alone: meanwhile _jit's thread compiles on the other core (and two threads
+# of NumPy calls on 16K elements gained nothing under load: the GIL)
+BLOCK = 1 << 14
+
+_SIGNATURES = {}  # argument types -> the loop's signature in numba's notation
 
 
-def loops():
-    """``ember._numba_kernels``, imported on first use. numba caches the compiled loops next to that module,
-    else in its user-wide cache folder; where neither is writable, in a folder under the temporary directory."""
-    if not _LOOPS:
-        try:
-            from . import _numba_kernels
-        except RuntimeError as e:
-            if "cannot cache" not in str(e):
-                raise
-            import tempfile
-
-            import numba
-            os.environ.setdefault("NUMBA_CACHE_DIR", os.path.join(tempfile.gettempdir(), "ember-numba-cache"))
-            numba.config.reload_config()
-            from . import _numba_kernels
-        _LOOPS.append(_numba_kernels)
-    return _LOOPS[0]
+def _signature(args):
+    """numba's signature of a loop called with ``args`` (C-contiguous arrays, NumPy scalars, floats)."""
+    key = tuple((a.dtype, a.ndim) if type(a) is np.ndarray else type(a) for a in args)
+    s = _SIGNATURES.get(key)
+    if s is None:
+        types = [f"{a.dtype.name}[{':, ' * (a.ndim - 1)}::1]" if type(a) is np.ndarray else
+                 (a.dtype.name if isinstance(a, np.generic) else "float64") for a in args]
+        s = _SIGNATURES[key] = f"({', '.join(types)})"
+    return s
 
 
-def _run(name, x, *more, minimum=SPLIT_MIN):
-    """Loop ``name``_f32/_f64 on float32/float64 NumPy ``x`` (and ``more`` arrays of its shape), into a new array
-    (over the cores from ``minimum`` elements)."""
-    x = np.asarray(x, order="C")
-    more = [np.asarray(np.broadcast_to(m, x.shape), x.dtype, order="C") for m in more]
-    fn = getattr(loops(), f"{name}_{'f32' if x.dtype == np.float32 else 'f64'}", None) or getattr(loops(), name)
+def _loop(name, args, size, minimum, exact):
+    """numba's loop ``name`` for ``args`` when ``_jit`` hands it out (``exact``: whatever the size, once compiled),
+    else None."""
+    return _jit.loop(_KERNELS, name, _signature(args), size, minimum, exact=exact)
+
+
+def _quiet(f):
+    """``f`` with NumPy's warnings off (the formulas pass infinities and NaN through, as the compiled loops do)."""
+    def run(*args):
+        with np.errstate(all="ignore"):
+            f(*args)
+    return run
+
+
+def _numpy(name):
+    """Loop ``name`` of ``_formulas`` run by NumPy over blocks of BLOCK elements of its flat arrays."""
+    f = getattr(_formulas, name)
+
+    def run(*args):
+        with np.errstate(all="ignore"):
+            for s in range(0, args[-1].size, BLOCK):
+                f(*[a[s:s + BLOCK] if type(a) is np.ndarray else a for a in args])
+    return run
+
+
+def _writable(a, dtype=None):
+    """``a`` as a compiled loop takes it: C-contiguous, aligned, writeable (a read-only array is another type to
+    numba, which would compile the loop again for it)."""
+    return np.require(a, dtype, "CAW")
+
+
+def _elementwise(name, x, *more, scalars=(), minimum=FORMULA_MIN, tally=True, split=SPLIT_MIN):
+    """Loop ``name`` on NumPy ``x`` (and ``more`` arrays broadcast to it, then ``scalars``) into a new array; asked
+    for from ``minimum`` elements (``tally``: in all, see FORMULA_MIN)."""
+    x = _writable(x)
+    more = [_writable(m if m.shape == x.shape else np.broadcast_to(m, x.shape), x.dtype) for m in more]
     out = np.empty(x.shape, x.dtype)
-    if x.size:
-        _parallel.loop(fn, *[a.reshape(-1) for a in (x, *more)], out=out.reshape(-1), minimum=minimum)
+    if not x.size:
+        return out
+    flat = [a.reshape(-1) for a in (x, *more)]
+    f = _loop(name, (*flat, *scalars, out.reshape(-1)), x.size + _TALLY.get(name, 0) if tally else x.size, minimum,
+              True)
+    if f is None:
+        _numpy(name)(*flat, *scalars, out.reshape(-1))
+        if tally:
+            _TALLY[name] = _TALLY.get(name, 0) + max(x.size, CALL_COST)
+        return out
+    if scalars:
+        f = (lambda loop: lambda *a: loop(*a[:-1], *scalars, a[-1]))(f)
+    _parallel.loop(f, *flat, out=out.reshape(-1), minimum=split)
     return out
+
+
+def _typed(name, x, *more, **kwargs):
+    """Loop ``name``_f32/_f64 for float32/float64 ``x``."""
+    return _elementwise(f"{name}_{'f32' if x.dtype == np.float32 else 'f64'}", x, *more, **kwargs)
 
 
 def power(x, name):
     """``x ** 3``, ``1 / x`` or ``1 / x ** 2`` (``name`` cube/inverse/inverse_square) of a float32/float64 NumPy
     array in one pass (memory-bound: split over the cores from the ufuncs' size)."""
-    return _run(name, x, minimum=_parallel.MIN_SIZE)
+    return _elementwise(name, x, minimum=LOOP_MIN, tally=False, split=_parallel.MIN_SIZE)
 
 
 def _cupyx(xp):
@@ -63,17 +122,17 @@ def _cupyx(xp):
 
 def erf(xp, x):
     """erf of a float32/float64 array."""
-    return _run("erf", x) if xp is np else _cupyx(xp).erf(x)
+    return _typed("erf", x) if xp is np else _cupyx(xp).erf(x)
 
 
 def erfc(xp, x):
     """erfc of a float32/float64 array."""
-    return _run("erfc", x) if xp is np else _cupyx(xp).erfc(x)
+    return _typed("erfc", x) if xp is np else _cupyx(xp).erfc(x)
 
 
 def ndtr(xp, x):
     """The standard normal CDF of a float32 array (float64: ember.special's own)."""
-    return _run("ndtr", x) if xp is np else _cupyx(xp).ndtr(x)
+    return _elementwise("ndtr_f32", x) if xp is np else _cupyx(xp).ndtr(x)
 
 
 _SQRT1_2 = math.sqrt(0.5)
@@ -89,7 +148,7 @@ def _finite(xp, x):
 def gelu(xp, x, approximate):
     """GELU of a float32/float64 array: ``x Phi(x)`` (``approximate='none'``) or its tanh approximation."""
     if xp is np:
-        return _run("gelu" if approximate == "none" else "gelu_tanh", x)
+        return _typed("gelu" if approximate == "none" else "gelu_tanh", x)
     y = _finite(xp, x)
     if approximate == "none":
         r = 0.5 * y * _cupyx(xp).erfc(-y * _SQRT1_2)
@@ -102,7 +161,7 @@ def gelu_backward(xp, grad, x, approximate):
     """``grad`` times GELU's derivative at ``x`` (float32/float64 arrays of one dtype, grad broadcast to x); NaN at
     the infinities, as PyTorch's (its limits 0 and 1 would hide an overflow upstream)."""
     if xp is np:
-        return _run("gelu_backward" if approximate == "none" else "gelu_tanh_backward", x, grad)
+        return _typed("gelu_backward" if approximate == "none" else "gelu_tanh_backward", x, grad)
     if approximate == "none":  # (NaN at the infinities, as PyTorch's gradient)
         d = 0.5 * _cupyx(xp).erfc(-x * _SQRT1_2) + x * xp.exp(-0.5 * x * x) / math.sqrt(2 * math.pi)
     else:
@@ -113,24 +172,22 @@ def gelu_backward(xp, grad, x, approximate):
 
 
 def float32_loop(name, x, *more, **scalars):
-    """Loop ``name`` on a float32 NumPy ``x`` (and ``more`` arrays broadcast to it), ``scalars`` as float32."""
-    x = np.asarray(x, order="C")
-    more = [np.asarray(np.broadcast_to(m, x.shape), x.dtype, order="C") for m in more]
-    fn = getattr(loops(), name)
-    args = [np.float32(v) for v in scalars.values()]
-    out = np.empty(x.shape, x.dtype)
-    if x.size:
-        _parallel.loop(lambda *a: fn(*a[:-1], *args, a[-1]), *[a.reshape(-1) for a in (x, *more)],
-                       out=out.reshape(-1), minimum=SPLIT_MIN)
-    return out
+    """Loop ``name`` on a float32 NumPy ``x`` (and ``more`` arrays broadcast to it), ``scalars`` as float32 (the
+    logistic family: its callers take their own path below LOOP_MIN)."""
+    return _elementwise(name, x, *more, scalars=tuple(np.float32(v) for v in scalars.values()), minimum=LOOP_MIN,
+                        tally=False)
 
 
 def derivative_times(name, output, grad, out=None):
     """``grad`` times an activation's derivative from its (float32/float64, n-d) ``output`` by loop ``name``, in one
-    pass (into ``out``, which may be ``grad``)."""
+    pass (into ``out``, C-contiguous and writeable, which may be ``grad``)."""
     out = np.empty(output.shape, output.dtype) if out is None else out
-    _parallel.loop(getattr(loops(), name), output.reshape(-1), grad.reshape(-1), out=out.reshape(-1),
-                   minimum=_parallel.MIN_SIZE)
+    flat = [_writable(a).reshape(-1) for a in (output, grad)] + [out.reshape(-1)]
+    f = _loop(name, flat, output.size, LOOP_MIN, True)
+    if f is None:
+        _numpy(name)(*flat)
+    else:
+        _parallel.loop(f, *flat[:2], out=flat[2], minimum=_parallel.MIN_SIZE)
     return out
 
 
@@ -144,16 +201,25 @@ def rows(name, x, *more, out, scalars=(), halves=None):
     ``out``: ``name(x, *more, *scalars, out, *extra)``, ``extra`` from ``halves(k)`` for half k of the rows (per-half
     accumulators; both halves always, so results do not depend on threads). Large inputs run their halves on two
     threads, the caller taking back a half the pool has not started by the time it ends its own."""
-    fn = getattr(loops(), name)
     n = x.shape[0]
+    x, more = _writable(x), [_writable(m) for m in more]
+    scalars = tuple(_writable(s) if type(s) is np.ndarray else np.float64(s) if type(s) is float else s
+                    for s in scalars)  # (float64 for NumPy's engine too)
+    extras = (halves(0), halves(1)) if halves else ((), ())
+    f = _loop(name, (x, *more, *scalars, out, *extras[0]), x.size, LOOP_MIN, False)
+    step = n or 1  # rows at a time: all of a part for a compiled loop, cache-sized blocks for NumPy's engine
+    if f is None:
+        f, step = _quiet(getattr(_formulas, name)), max(1, BLOCK // max(1, x.shape[1]))
 
     def part(lo, hi, extra):
-        fn(x[lo:hi], *[m[lo:hi] for m in more], *scalars, out[lo:hi], *extra)
+        for s in range(lo, hi, step):
+            e = min(s + step, hi)
+            f(x[s:e], *[m[s:e] for m in more], *scalars, out[s:e], *extra)
 
     if halves is None and (x.size < ROWS_SPLIT_MIN or n < 2 or _parallel.WORKERS < 2):
         part(0, n, ())
         return out
-    spans = [(0, n // 2, halves(0) if halves else ()), (n // 2, n, halves(1) if halves else ())]
+    spans = [(0, n // 2, extras[0]), (n // 2, n, extras[1])]
     if x.size < ROWS_SPLIT_MIN or _parallel.WORKERS < 2:
         for span in spans:
             part(*span)

@@ -117,12 +117,7 @@ def _softmax(xp, input, dim, dtype, log):
     out = np.empty(x.shape, x.dtype)
     if _last_rows(x, d):  # ember's row loops: one pass over each row in cache
         n = x.shape[-1]
-        x2 = x.reshape(-1, n)
-        if log:
-            _loops.rows("log_softmax_rows_f32", x2, out=out.reshape(-1, n),
-                        halves=lambda k: (np.empty(n, np.float32),))
-        else:
-            _loops.rows("softmax_rows_f32", x2, out=out.reshape(-1, n))
+        _loops.rows("log_softmax_rows_f32" if log else "softmax_rows_f32", x.reshape(-1, n), out=out.reshape(-1, n))
         return out.astype(input.dtype, copy=False)
     a = 1 if d == 0 else 0  # halves along another dim: two threads (NumPy releases the GIL) for large inputs
     if x.size < _SPLIT_MIN or x.ndim < 2 or x.shape[a] < 2:
