@@ -639,12 +639,10 @@ def _run_on_ints(op, args, kwargs):
                                    f"{q.scales.size}")
             return _new(r._data, q, t if np.shares_memory(r._data, t._data.arr) else None)
         cid = op.fn(_channel_ids(t), *args[1:], **kwargs)
-        if op.name == "unbind":  # (unbind keeps each channel's float64 scale, select rounds it to float32)
+        # unbinding the channels leaves each its float64 scale (selecting one rounds it to float32)
+        if op.name == "unbind" and kwargs.get("dim", args[1] if len(args) > 1 else 0) % t.dim() == q.axis:
             return type(r)(_new(x._data, _Quantizer(q.dtype, Q.per_tensor_affine, builtins.float(q.scales[i]),
-                                                    builtins.int(q.zero_points[i])), t)
-                           for i, x in enumerate(r)) if q.axis == (kwargs.get("dim", args[1] if len(args) > 1
-                                                                              else 0) % t.dim()) else \
-                type(r)(_rewrap(x, t, True, c) for x, c in zip(r, cid))
+                                                    builtins.int(q.zero_points[i])), t) for i, x in enumerate(r))
     view = bool(op.view) if not callable(op.view) else True
     if isinstance(r, Tensor):
         return _rewrap(r, t, view, cid)
