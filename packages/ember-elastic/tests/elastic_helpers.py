@@ -79,12 +79,21 @@ def wait_for(predicate, timeout=30, what="condition"):
         time.sleep(0.02)
 
 
+def started_workers(out):
+    """[(rank, restart count, environment)] of every worker that started (in no particular order)."""
+    found = []
+    for path in Path(out).glob("env_*.json"):
+        _, rank, restart, _ = path.stem.split("_")
+        found.append((int(rank), int(restart), json.loads(path.read_text())))
+    return found
+
+
 def worker_envs(out):
-    """{(rank, restart count): environment} of every worker that started."""
+    """{(rank, restart count): environment} of the workers that started (for jobs where each pair is unique)."""
     found = {}
-    for path in Path(out).glob("env_*_*.json"):
-        _, rank, restart = path.stem.split("_")
-        found[int(rank), int(restart)] = json.loads(path.read_text())
+    for rank, restart, env in started_workers(out):
+        assert (rank, restart) not in found, f"two workers of rank {rank} in attempt {restart}"
+        found[rank, restart] = env
     return found
 
 

@@ -1,7 +1,7 @@
 """The worker script of the launcher tests: ``python elastic_job.py <lib> <mode> [args]``, run by emberrun (lib
 "ember") or torchrun (lib "torch"). Only modes that need it import the library (importing torch costs a second).
 
-Every mode first writes its environment to ``$JOB_OUT/env_<rank>_<restart count>.json`` (the test reads which
+Every mode first writes its environment to ``$JOB_OUT/env_<rank>_<restart count>_<pid>.json`` (the test reads which
 attempts ran and what the workers saw). Modes:
 
 env                   print a line on stdout and on stderr, exit 0
@@ -14,7 +14,8 @@ sleep                 sleep until a signal; note the signal's name in $JOB_OUT/s
 allreduce STEPS MODE  ember: STEPS all_reduce steps checked against their expected sums, the running total
                       committed with the in-memory State after each step; MODE "kill1": rank 1 SIGKILLs itself
                       at step 2 of the first attempt; "raise1": rank 1 raises at step 2 of the first attempt;
-                      "" none. Writes the final total to $JOB_OUT/total_<rank>.
+                      "" none. Steps take 50 ms more while $JOB_OUT/slow exists. Writes the final total to
+                      $JOB_OUT/total_<rank>.
 hang                  ember: rank 1 hangs inside timer.expires(1) on the first attempt (the agent's watchdog
                       kills it)
 """
@@ -71,7 +72,8 @@ def allreduce(steps, mode):
         state.total = state.total + expected
         state.step = step + 1
         state.commit()
-        time.sleep(float(os.environ.get("JOB_STEP_SECONDS", "0")))
+        if os.path.exists(_out("slow")):  # the test holds the job back while it arranges a fault
+            time.sleep(0.05)
     dist.barrier()
     _write(f"total_{rank}", json.dumps({"total": state.total, "world": world, "restart": RESTART}))
     dist.destroy_process_group()
@@ -97,7 +99,7 @@ def sleep_until_signal():
 
 def main():
     lib, mode, args = sys.argv[1], sys.argv[2], sys.argv[3:]
-    _write(f"env_{RANK}_{RESTART}.json", json.dumps(dict(os.environ)))
+    _write(f"env_{RANK}_{RESTART}_{os.getpid()}.json", json.dumps(dict(os.environ)))
     if mode == "env":
         print(f"out of rank {RANK}", flush=True)
         print(f"err of rank {RANK}", file=sys.stderr, flush=True)
@@ -126,7 +128,7 @@ def main():
     elif mode == "sleep":
         sleep_until_signal()
     elif mode == "allreduce":
-        allreduce(int(args[0]), args[1] if len(args) > 1 else "")
+        record_from("ember")(allreduce)(int(args[0]), args[1] if len(args) > 1 else "")
     elif mode == "hang":
         hang()
 

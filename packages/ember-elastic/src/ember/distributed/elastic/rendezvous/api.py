@@ -130,8 +130,9 @@ class RendezvousHandler(abc.ABC):
         membership."""
 
     def _lost_participants(self):
-        """(ember) Participants of this node's round that left or stopped sending heartbeats; the agent's exit
-        barrier stops waiting for them. Handlers without liveness information return []."""
+        """(ember) The participants of this node's round that left or stopped sending heartbeats: the agent restarts
+        its workers on the survivors, and its exit barrier stops waiting. Handlers without liveness information
+        return []."""
         return []
 
 

@@ -182,10 +182,11 @@ def _participant_removed(state, settings):
         state.deadline = None
 
 
-def _remove_dead_nodes(state, settings, now):
-    """Drop the nodes whose last heartbeat is older than the keep-alive allowance; their names."""
+def _remove_dead_nodes(state, settings, now, me):
+    """Drop the nodes (other than ``me``: a node running this is alive) whose last heartbeat is older than the
+    keep-alive allowance; their names."""
     allowance = settings.keep_alive_interval.total_seconds() * settings.keep_alive_max_attempt
-    dead = [n for n, t in state.last_heartbeats.items() if t < now - allowance]
+    dead = [n for n, t in state.last_heartbeats.items() if t < now - allowance and n != me]
     removed_participant = False
     for node in dead:
         del state.last_heartbeats[node]
@@ -340,7 +341,7 @@ class _Executor:
             self.state, self._token = _RendezvousState(), None
         else:
             self.state, self._token = _RendezvousState.decode(got[0]), got[1]
-        dead = _remove_dead_nodes(self.state, self._settings, time.time())
+        dead = _remove_dead_nodes(self.state, self._settings, time.time(), self._node)
         if dead:
             logger.debug("Detected dead nodes %s, removing them from the rendezvous '%s'", dead,
                          self._settings.run_id)
@@ -466,11 +467,11 @@ class DynamicRendezvousHandler(RendezvousHandler):
         logger.info(msg)
         try:
             deadline = self._deadline(self._settings.timeout.join)
+            if self._heartbeat is None:  # (also while waiting in the wait list: a waiting node is alive)
+                self._heartbeat = _Heartbeat(self)
             executor = self._executor()
             executor.run(_exit_op, deadline)
             state = executor.run(_join_op, deadline, self._deadline)
-            if self._heartbeat is None:
-                self._heartbeat = _Heartbeat(self)
             rank, world_size = state.participants[self._this_node], len(state.participants)
             self._round_participants = tuple(state.participants)
             store = PrefixStore(f"torch.rendezvous.{self._settings.run_id}.{state.round}", self._store)
@@ -555,10 +556,7 @@ class DynamicRendezvousHandler(RendezvousHandler):
             self._release_workers_store()
 
     def _lost_participants(self):
-        try:
-            state = self._executor().sync()
-        except RendezvousError:
-            return ["<the rendezvous store>"]
+        state = self._executor().sync()
         return [repr(n) for n in self._round_participants if n not in state.participants]
 
     def _keep_alive(self):

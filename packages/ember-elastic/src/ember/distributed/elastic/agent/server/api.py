@@ -9,8 +9,9 @@
 * ``_shutdown``: release everything.
 
 and two policies, each replaceable alone: ``_should_restart(run_result)`` (failures: the restart budget) and
-``_membership_changed(worker_group)`` (scale-up: nodes waiting). ``run()`` only applies their decisions:
-succeeded -> exit barrier and return; failed -> restart or give up; healthy but nodes waiting -> restart.
+``_membership_changed(worker_group)`` (nodes waiting to join, or participants lost). ``run()`` only applies their
+decisions: succeeded -> exit barrier and return; failed -> restart or give up; healthy but the membership changed
+-> restart.
 """
 import abc
 import json
@@ -30,7 +31,7 @@ from typing import Any
 from ember.distributed.elastic.events import Event, EventSource, record
 from ember.distributed.elastic.metrics import prof, put_metric
 from ember.distributed.elastic.multiprocessing import SignalException
-from ember.distributed.elastic.rendezvous import RendezvousGracefulExitError, RendezvousHandler
+from ember.distributed.elastic.rendezvous import RendezvousError, RendezvousGracefulExitError, RendezvousHandler
 from ember.distributed.elastic.utils import store as store_util
 from ember.distributed.elastic.utils.logging import get_logger
 
@@ -143,6 +144,14 @@ class RunResult:
         return self.state == WorkerState.FAILED
 
 
+def _lost(handler):
+    """The nodes of the round that are gone, for the exit barrier (the rendezvous itself gone counts)."""
+    try:
+        return handler._lost_participants()
+    except RendezvousError as e:
+        return [f"<the rendezvous: {type(e).__name__}>"]
+
+
 def _get_fq_hostname():
     return socket.getfqdn(socket.gethostname())
 
@@ -226,8 +235,16 @@ class SimpleElasticAgent(ElasticAgent):
         return False
 
     def _membership_changed(self, worker_group):
-        """Scaling policy: restart healthy workers when nodes wait to join (free: no restart is used)."""
-        return worker_group.spec.rdzv_handler.num_nodes_waiting() > 0
+        """Scaling policy: restart healthy workers when nodes wait to join (scale-up) or when a node of the round is
+        gone (scale-down: its peers may be blocked waiting for its workers, which will never come). No restart of
+        the budget is used."""
+        handler = worker_group.spec.rdzv_handler
+        waiting = handler.num_nodes_waiting()
+        lost = handler._lost_participants() if worker_group.group_world_size > 1 else []
+        if waiting or lost:
+            logger.info("[%s] Nodes waiting: %s, nodes lost: %s; will restart worker group",
+                        worker_group.spec.role, waiting, lost)
+        return bool(waiting or lost)
 
     # --------------------------------------------------------------------------------------------------- steps
 
@@ -350,8 +367,6 @@ class SimpleElasticAgent(ElasticAgent):
                     return result
             elif state == WorkerState.HEALTHY:
                 if self._membership_changed(group):
-                    logger.info("[%s] Detected new nodes from group_rank=%s; will restart worker group", role,
-                                group.group_rank)
                     self._restart_workers(group)
             else:
                 raise Exception(f"[{role}] Worker group in {state.name} state")  # noqa: TRY002
@@ -367,7 +382,7 @@ class SimpleElasticAgent(ElasticAgent):
         self._in_exit_barrier = True
         try:
             store_util.barrier(self._store, self._worker_group.group_world_size, _TERMINAL_STATE_SYNC_ID,
-                               self._exit_barrier_timeout, give_up=spec.rdzv_handler._lost_participants,
+                               self._exit_barrier_timeout, give_up=lambda: _lost(spec.rdzv_handler),
                                poll_interval=min(1.0, max(spec.monitor_interval, 0.05)))
             logger.info("Done waiting for other agents. Elapsed: %s seconds", time.time() - start)
         except SignalException as e:
