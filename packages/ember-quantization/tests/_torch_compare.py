@@ -19,6 +19,8 @@ def to_ember(t):
         return t
     if not t.is_quantized:
         return ember.tensor(t.detach().numpy())
+    if t.dtype == torch.quint4x2:  # (two values a byte, low nibble first)
+        return _quint4x2(t)
     ints = ember.tensor(t.int_repr().numpy())
     if t.qscheme() in (torch.per_tensor_affine, torch.per_tensor_symmetric):
         q = ember._make_per_tensor_quantized_tensor(ints, t.q_scale(), t.q_zero_point())
@@ -28,6 +30,18 @@ def to_ember(t):
                                                      t.q_per_channel_axis())
     assert q.dtype == DTYPES[t.dtype]
     return q
+
+
+def _quint4x2(t):
+    """A per-row quint4x2 torch tensor as ember's (made through core's constructor: torch has no public way to
+    build one from integers)."""
+    from ember import _quantized
+    packed = t.int_repr().numpy().reshape(-1)
+    values = np.stack([packed & 15, packed >> 4], -1).reshape(-1)[:t.numel()].reshape(t.shape)
+    q = _quantized._Quantizer(ember.quint4x2, ember.per_channel_affine_float_qparams,
+                              scales=t.q_per_channel_scales().numpy().astype(np.float64),
+                              zero_points=t.q_per_channel_zero_points().numpy(), axis=0)
+    return _quantized._new(np.ascontiguousarray(values, np.uint8), q)
 
 
 def numpy(t):

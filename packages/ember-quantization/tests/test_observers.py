@@ -183,5 +183,8 @@ def test_observer_state_dict_helpers():
     fresh.qconfig = eq.default_qconfig
     eq.prepare(fresh, inplace=True)
     eq.load_observer_state_dict(fresh, sd)
-    _same_qparams(fresh[0].activation_post_process.calculate_qparams(),
-                  t_model[0].activation_post_process.calculate_qparams())
+    # the loaded observer is the trained one (the Linear's outputs may differ from torch's in the last bit)
+    es, ez = fresh[0].activation_post_process.calculate_qparams()
+    ts, tz = e_model[0].activation_post_process.calculate_qparams()
+    np.testing.assert_array_equal(numpy(es), numpy(ts))
+    np.testing.assert_array_equal(numpy(ez), numpy(tz))

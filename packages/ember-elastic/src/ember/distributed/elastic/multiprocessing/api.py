@@ -319,6 +319,13 @@ class PContext(abc.ABC):
                 stream.close()
 
 
+def _fileno(stream, default):
+    try:
+        return stream.fileno()
+    except (AttributeError, OSError, ValueError):
+        return default
+
+
 def _run_function(local_rank, fn, args, env, stdout, stderr, result_conn, parent_pid):
     """A worker process of MultiprocessContext: its environment and log files, then ``record(fn)(*args)``, whose
     return value goes back through ``result_conn``."""
@@ -329,7 +336,9 @@ def _run_function(local_rank, fn, args, env, stdout, stderr, result_conn, parent
         if path:
             stream.flush()
             target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-            os.dup2(target, fd)
+            # the C-level descriptor and the one Python's stream writes to (they differ under output capture)
+            for into in {fd, _fileno(stream, fd)}:
+                os.dup2(target, into)
             os.close(target)
     result = record(fn)(*args)
     result_conn.send(result)
@@ -352,7 +361,9 @@ class MultiprocessContext(PContext):
             raise ValueError("The process context already initialized. Most likely the start method got called "
                              "twice.")
         ctx = multiprocessing.get_context(self.start_method)
-        parent = os.getpid() if threading.current_thread() is threading.main_thread() else None
+        # (a forkserver's children are the server's, not ours)
+        parent = os.getpid() if threading.current_thread() is threading.main_thread() and \
+            self.start_method != "forkserver" else None
         for rank in range(self.nprocs):
             reader, writer = ctx.Pipe(duplex=False)
             proc = ctx.Process(target=_run_function, name=f"{self.name}{rank}", daemon=False, args=(
@@ -455,6 +466,10 @@ class _Binary:
             self.sentinel = os.pidfd_open(self.proc.pid)
         except (AttributeError, OSError):  # no pidfds: polled instead
             self.sentinel = None
+
+    @property
+    def pid(self):
+        return self.proc.pid
 
     def running(self):
         return self.proc.poll() is None

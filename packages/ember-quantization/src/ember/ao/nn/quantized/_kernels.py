@@ -224,13 +224,16 @@ def embedding_bag(weight, indices, offsets, per_sample_weights, include_last_off
     ints, scale, bias = _rows(weight)
     idx = indices.detach().numpy().astype(np.int64)
     if idx.ndim == 2:  # fixed-size bags
-        starts = np.arange(0, idx.size, idx.shape[1])
+        bounds = np.arange(0, idx.size + 1, idx.shape[1])
         idx = idx.reshape(-1)
-    else:
-        starts = offsets.detach().numpy().astype(np.int64)
-        if include_last_offset:
-            starts = starts[:-1]
-    ends = np.append(starts[1:], idx.size)
+    else:  # bag i is rows offsets[i]:offsets[i + 1]; the last ends at the end unless include_last_offset says where
+        bounds = offsets.detach().numpy().astype(np.int64)
+        if not include_last_offset:
+            bounds = np.append(bounds, idx.size)
+        elif weight.dtype == ember.quint4x2 and bounds[-1] != idx.size:  # (the 4-bit kernel checks; the 8-bit not)
+            raise RuntimeError("Yout input seems to be incorrect: the last offset value should be the size of the "
+                               "indices tensor, but it appears not.")
+    starts, ends = bounds[:-1], bounds[1:]
     lengths = ends - starts
     psw = None if per_sample_weights is None else per_sample_weights.detach().numpy().astype(_f32)
     out = np.zeros((len(starts), ints.shape[1]), _f32)
@@ -247,16 +250,25 @@ def embedding_bag(weight, indices, offsets, per_sample_weights, include_last_off
     return ember.from_numpy(out)
 
 
-# ---- PReLU and matmul: through float ----------------------------------------------------------------------------
+# ---- PReLU (on the integers) and matmul (through float) ----------------------------------------------------------
 def prelu(x, weight, scale, zero_point):
-    """``max(x, 0) + weight * min(x, 0)`` of a quantized input and quantized weight (one value or one per
-    channel), requantized."""
+    """Quantized PReLU as PyTorch's kernel computes it on the integers: ``(max(qx, zx) - zx) * (w(1.0) - zw) +
+    (min(qx, zx) - zx) * (qw - zw)``, with ``w(1.0)`` the weight's integer for 1.0, requantized by the float32
+    multiplier ``sx * sw * (1 / scale)``."""
     q = _qarray.check(x, "quantized::prelu")
-    v = _qarray.dequantize(_qarray.ints(x), q)
-    w = _qarray.dequantize(_qarray.ints(weight), _qarray.quantizer(weight))
-    shape = (1, -1) + (1,) * (v.ndim - 2) if w.size > 1 and v.ndim > 1 else (-1,) if w.size > 1 else ()
-    y = np.where(v >= 0, v, v * w.reshape(shape)).astype(_f32)
-    return _out(y, q, scale, zero_point)
+    if x.dim() == 0:
+        raise RuntimeError("qprelu: zero-dim input tensor is not allowed.")
+    wq = _qarray.quantizer(weight)
+    xi = _qarray.ints(x).astype(np.int64)
+    wi = _qarray.ints(weight).astype(np.int64) - wq.zero_point
+    if x.dim() > 1 and wi.ndim != x.dim():
+        wi = wi.reshape((1, -1) + (1,) * (x.dim() - 2))
+    one = int(np.clip(wq.zero_point + np.rint(_f32(1) * (_f32(1) / _f32(wq.scale))), wq.dtype.qmin, wq.dtype.qmax))
+    acc = (np.maximum(xi, q.zero_point) - q.zero_point) * (one - wq.zero_point) + \
+        (np.minimum(xi, q.zero_point) - q.zero_point) * wi
+    multiplier = _f32(q.scale) * _f32(wq.scale) * (_f32(1) / _f32(scale))
+    r = np.rint(acc.astype(_f32) * multiplier) + zero_point
+    return _qarray.per_tensor(np.clip(r, q.dtype.qmin, q.dtype.qmax).astype(q.dtype.np), q.dtype, scale, zero_point)
 
 
 def matmul(a, b, scale, zero_point):
