@@ -23,6 +23,8 @@ def interleaved(fe, ft, repeats=9, budget=0.02):
     """Median seconds per call of ``fe`` and ``ft``, timed alternately (each repeat runs enough calls to take
     about ``budget`` seconds)."""
     fe(), ft()  # warm-up: caches, lazily built kernels, the parallel path's helper threads
+    from ember import _jit
+    _jit.wait()  # ... and ember's numba loops, compiled in the background (bench_startup times the first calls)
     t0 = time.perf_counter()
     fe()
     number = max(1, int(budget / max(time.perf_counter() - t0, 1e-7)))

@@ -1,4 +1,4 @@
-"""Print the float32 coefficients of ember's erf/erfc/normal-CDF/GELU loops (ember/_numba_kernels.py).
+"""Print the float32 coefficients of ember's erf/erfc/normal-CDF/GELU loops (ember/_formulas.py).
 
     python packages/ember-core/tools/fit_erf.py     # needs mpmath (the reference) and NumPy
 

@@ -35,7 +35,6 @@ from ember.distributed.elastic.multiprocessing.errors import ChildFailedError, E
 from ember.distributed.elastic.rendezvous import RendezvousParameters, registry
 from ember.distributed.elastic.state import State
 
-
 # ------------------------------------------------------------------------------------------- process contexts
 
 def echo_env(a, b):
@@ -297,7 +296,7 @@ def test_state_commit_survives_a_new_process_state(monkeypatch):
     assert ember.equal(fresh_model.weight, model.weight)
     assert fresh_opt.state_dict()["state"].keys() == opt.state_dict()["state"].keys()
     with pytest.raises(AttributeError):
-        again.missing
+        again.missing  # noqa: B018 (the attribute access is what raises)
 
 
 # ------------------------------------------------------------------------------------------------- agents
