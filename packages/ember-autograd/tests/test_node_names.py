@@ -95,15 +95,10 @@ CALLS = {
     "x[idx]": lambda L, x, b: x[L.tensor([0, 1])], "x.t()": lambda L, x, b: x.t(), "clone": lambda L, x, b: x.clone(),
     "expand": lambda L, x, b: b.expand(3, 4), "view": lambda L, x, b: x.view(12), "mm": lambda L, x, b: x.mm(x.t()),
     "clamp(0, 1)": lambda L, x, b: x.clamp(0, 1), "clamp(b)": lambda L, x, b: x.clamp(b),
-    "linear+bias": lambda L, x, b: L.nn.functional.linear(x, b[None, :].expand(2, 4) * 1, b[:2]),
-    "layer_norm": lambda L, x, b: L.nn.functional.layer_norm(x, (4,)),
-    "log_softmax": lambda L, x, b: L.nn.functional.log_softmax(x, 1),
-    "cross_entropy": lambda L, x, b: L.nn.functional.cross_entropy(x, L.tensor([0, 1, 3])),
-    "conv2d": lambda L, x, b: L.nn.functional.conv2d(x[None, None], x[None, None, :2, :2]),
     "setitem": lambda L, x, b: _setitem(x * 1, b),
     "inplace view": lambda L, x, b: _in_place_view(x * 1),
     "to(float64)": lambda L, x, b: x.to(L.float64), "copy_": lambda L, x, b: (x * 1).copy_(b),
-}
+}  # (the nn.functional calls: ember-nn's test_nn_node_names.py, where ember-nn is installed)
 
 
 def _setitem(y, b):
