@@ -11,6 +11,7 @@ import _compat_pickle
 import codecs
 import collections
 import contextlib
+import importlib
 import io
 import os
 import pickle
@@ -42,6 +43,20 @@ _QSTORAGE = {Q.qint8: "QInt8Storage", Q.quint8: "QUInt8Storage", Q.qint32: "QInt
 _ALIGN = 64  # storage records start at multiples of this offset, as PyTorch writes them (lets mmap work)
 _LEGACY_MAGIC = 0x1950A86A20F9469CFC6C
 _LEGACY_PROTOCOL = 1001
+# TorchScript classes (the packed weights of quantized layers) that ember's packages stand in for: PyTorch
+# pickles one as a torch.ScriptObject built from (payload, "__torch__.torch.classes.<namespace>.<Class>")
+_SCRIPT_MAKERS = {}  # qualified name -> make(payload): the stand-in object
+_SCRIPT_NAMES = {}  # stand-in class -> qualified name; its __getstate__()[0] is the payload
+# the module (and distribution) that registers a namespace's stand-ins, imported when a checkpoint holds one
+_SCRIPT_PROVIDERS = {"quantized": ("ember.ao.nn.quantized.dynamic", "ember-quantization"),
+                     "rnn": ("ember.ao.nn.quantized.dynamic", "ember-quantization")}
+
+
+def register_script_class(qualname, classes, make):
+    """Save instances of ``classes`` as PyTorch's TorchScript class ``qualname`` and load those with
+    ``make(payload)``."""
+    _SCRIPT_MAKERS[qualname] = make
+    _SCRIPT_NAMES.update(dict.fromkeys(classes, qualname))
 
 
 # ---- writing ---------------------------------------------------------------------------------------
@@ -80,7 +95,8 @@ class _CheckpointPickler(pickle._Pickler):
         self.dispatch = {**self.dispatch, _TorchName: _CheckpointPickler._save_name,
                          D.dtype: lambda p, dt: p.save(_TorchName("torch." + dt.name)),
                          Q._QuantizedDtype: lambda p, dt: p.save(_TorchName("torch." + dt.name)),
-                         Q.qscheme: lambda p, qs: p.save(_TorchName("torch." + qs.name))}
+                         Q.qscheme: lambda p, qs: p.save(_TorchName("torch." + qs.name)),
+                         **{cls: _CheckpointPickler._save_script_object for cls in _SCRIPT_NAMES}}
         self.legacy = legacy
         self.storages = []  # _StorageRef, in key order
         self._by_base = {}  # id(base array) -> _StorageRef (the array is kept alive by the ref)
@@ -88,6 +104,16 @@ class _CheckpointPickler(pickle._Pickler):
     def _save_name(self, obj):
         self.write(pickle.GLOBAL + f"{obj.module}\n{obj.name}\n".encode())
         self.memoize(obj)
+
+    def _save_script_object(self, obj):
+        """A stand-in of a TorchScript class as PyTorch pickles one: ``torch.ScriptObject()`` built from
+        ``(payload, qualified class name)``."""
+        self.save(_TorchName("torch.ScriptObject"))
+        self.save(())
+        self.write(pickle.NEWOBJ)
+        self.memoize(obj)
+        self.save((obj.__getstate__()[0], _SCRIPT_NAMES[type(obj)]))
+        self.write(pickle.BUILD)
 
     def persistent_id(self, obj):
         return obj.pid if type(obj) is _StorageRef else None
@@ -313,6 +339,29 @@ def _rebuild_qtensor(storage, storage_offset, size, stride, quantizer_params, re
     return _new(ints._data, q)
 
 
+class _ScriptObject:
+    """``torch.ScriptObject`` while unpickling: its state names the TorchScript class; the object becomes that
+    class's ember stand-in (in place, so that references to it already unpickled stay valid)."""
+
+    def __setstate__(self, state):
+        payload, qualname = state
+        make = _SCRIPT_MAKERS.get(qualname)
+        provider = _SCRIPT_PROVIDERS.get(qualname.rpartition(".")[0].rpartition(".")[2])
+        if make is None and provider is not None:
+            try:
+                importlib.import_module(provider[0])
+            except ImportError:
+                raise pickle.UnpicklingError(f"the checkpoint holds {qualname} objects: loading them needs "
+                                             f"{provider[1]} (pip install {provider[1]})") from None
+            make = _SCRIPT_MAKERS.get(qualname)
+        if make is None:
+            raise pickle.UnpicklingError(f"ember cannot load the TorchScript class {qualname} of this checkpoint: "
+                                         "it has no ember counterpart")
+        made = make(payload)
+        self.__class__ = type(made)
+        self.__dict__.update(made.__dict__)
+
+
 def _parameter_class():
     try:
         from .nn import Parameter
@@ -413,6 +462,13 @@ def _unpickler_class(base):
                 return _parameter_class()
             if qualname in _TORCH:
                 return _TORCH[qualname]
+            if qualname == "torch.ScriptObject":
+                if self._weights_only:  # (as PyTorch's allow-list: TorchScript objects may run code)
+                    raise pickle.UnpicklingError("Weights only load failed: the checkpoint holds TorchScript class "
+                                                 "objects (torch.ScriptObject), e.g. the packed weights of "
+                                                 "dynamically quantized RNNs. Load only files you trust with "
+                                                 "weights_only=False.")
+                return _ScriptObject
             if module == "torch" or module.startswith("torch."):  # never import torch itself
                 raise pickle.UnpicklingError(f"ember cannot load the global {qualname} of this checkpoint: it "
                                              "has no ember counterpart")

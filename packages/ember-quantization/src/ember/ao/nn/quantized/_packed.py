@@ -4,6 +4,7 @@
 import numpy as np
 
 import ember
+from ember import _serialization
 
 from . import _intmath, _qarray
 
@@ -73,6 +74,17 @@ class LinearWeightFp16:
 
     def __setstate__(self, state):
         self.__init__(*state[0])
+
+
+def _linear_weight(payload):
+    """A packed linear weight from PyTorch's pickled state (weight, bias): qint8 or float16 by the weight."""
+    weight, bias = payload
+    return (LinearWeight if weight.is_quantized else LinearWeightFp16)(weight, bias)
+
+
+# in checkpoints (dynamic RNNs' state_dicts hold them) as PyTorch's TorchScript class
+_serialization.register_script_class("__torch__.torch.classes.quantized.LinearPackedParamsBase",
+                                     (LinearWeight, LinearWeightFp16), _linear_weight)
 
 
 class ConvWeight:

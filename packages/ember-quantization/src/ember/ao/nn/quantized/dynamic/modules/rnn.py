@@ -8,6 +8,7 @@ import numpy as np
 
 import ember
 import ember.nn as nn
+from ember import _serialization
 from ember.ao.nn.quantized import _kernels
 from ember.ao.nn.quantized._packed import LinearWeight, LinearWeightFp16
 from ember.ao.nn.quantized.modules.utils import _quantize_weight
@@ -39,7 +40,7 @@ def pack_weight_bias(qweight, bias, dtype):
 
 class CellParams:
     """One layer-direction's packed input and hidden weights (PyTorch's CellParamsBase; ``__getstate__`` has its
-    layout: the packed weights at ``[0][4]``)."""
+    layout: kind, the biases, no doubles, reduce_range, the packed weights)."""
 
     def __init__(self, packed_ih, packed_hh, reduce_range=True):
         self.packed_ih, self.packed_hh, self.reduce_range = packed_ih, packed_hh, reduce_range
@@ -51,12 +52,25 @@ class CellParams:
         return _kernels.linear_dynamic_array(a, self.packed_hh, self.reduce_range)
 
     def __getstate__(self):
-        kind = "quantized_fp16" if isinstance(self.packed_ih, LinearWeightFp16) else "quantized_dynamic"
-        return (kind, [], [], [int(self.reduce_range)], [self.packed_ih, self.packed_hh]), None
+        packed = [self.packed_ih, self.packed_hh]
+        if isinstance(self.packed_ih, LinearWeightFp16):
+            return ("quantized_fp16", [], [], [], packed), None
+        return ("quantized_dynamic", [self.packed_ih.bias, self.packed_hh.bias], [], [int(self.reduce_range)],
+                packed), None
 
     def __setstate__(self, state):
         _, _, _, longs, (packed_ih, packed_hh) = state[0]
-        self.__init__(packed_ih, packed_hh, bool(longs[0]) if longs else True)
+        self.__init__(packed_ih, packed_hh, bool(longs[0]) if longs else False)
+
+
+def _cell_params(payload):
+    params = CellParams.__new__(CellParams)
+    params.__setstate__((payload, None))
+    return params
+
+
+# in checkpoints as PyTorch's TorchScript class (state_dicts of dynamic LSTMs and GRUs hold them)
+_serialization.register_script_class("__torch__.torch.classes.rnn.CellParamsBase", (CellParams,), _cell_params)
 
 
 class PackedParameter(nn.Module):
