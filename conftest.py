@@ -4,11 +4,13 @@ to all of them).
 * Without PyTorch (the oracle is on this machine's disk for Python 3.11 only; other Pythons would download the
   multi-GB CUDA build), test modules that import torch, directly or through a helper module beside them, are
   not collected: the rest of the suite still runs there.
-* Tests marked ``autograd`` need ember-autograd. A package that does not depend on it runs them in the second
-  half of its nox session, after installing it; before, and wherever it is absent, they are skipped.
+* Tests marked ``autograd`` need ember-autograd, tests marked ``special`` ember-special. A package that does not
+  depend on one runs those tests in the second half of its nox session, after installing it; before, and wherever
+  it is absent, they are skipped.
 """
 import importlib.util
 import re
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -34,10 +36,18 @@ def pytest_ignore_collect(collection_path, config):
     return None
 
 
+# marker -> the ember package its tests need, from the markers' descriptions ("name: needs ember-x ...") in
+# pyproject.toml (the noxfile reads the same to install that package for a second run of them)
+OPTIONAL = dict(re.findall(r"^(\w+): needs (ember-[\w-]+)", "\n".join(
+    tomllib.loads((Path(__file__).parent / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]["markers"]),
+    re.MULTILINE))
+
+
 def pytest_collection_modifyitems(config, items):
-    if importlib.util.find_spec("ember.autograd") is not None:
-        return
-    skip = pytest.mark.skip(reason="needs ember-autograd (its package's nox session runs it once installed)")
-    for item in items:
-        if item.get_closest_marker("autograd"):
-            item.add_marker(skip)
+    for marker, dist in OPTIONAL.items():
+        if importlib.util.find_spec("ember." + marker) is not None:
+            continue
+        skip = pytest.mark.skip(reason=f"needs {dist} (its package's nox session runs it once installed)")
+        for item in items:
+            if item.get_closest_marker(marker):
+                item.add_marker(skip)

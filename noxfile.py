@@ -26,6 +26,11 @@ PACKAGES = ROOT / "packages"
 PYTHONS = ["3.11", "3.12", "3.13"]
 ORACLE_PYTHON = "3.11"
 TEST_DEPS = ["pytest", "hypothesis", "mpmath"]
+# test marker -> the package such tests need ("name: needs ember-x ..." in pyproject.toml's markers, as conftest.py
+# reads them): sessions without that package run these tests again after installing it
+OPTIONAL = dict(re.findall(r"^(\w+): needs (ember-[\w-]+)", "\n".join(
+    tomllib.loads((Path(__file__).parent / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]["markers"]),
+    re.MULTILINE))
 ORACLE = "torch==2.13.0"
 
 nox.options.reuse_venv = "no"
@@ -116,8 +121,8 @@ ALL = [n for n in PKGS if n != "ember"] + (["ember"] if "ember" in PKGS else [])
 def tests(session, package):
     """One package's tests, in an environment of only that package and its ember dependencies.
 
-    Against PyTorch on ORACLE_PYTHON; the tests that need no torch on the others. Then, for a package that does
-    not depend on ember-autograd, its tests marked ``autograd`` once more with ember-autograd installed."""
+    Against PyTorch on ORACLE_PYTHON; the tests that need no torch on the others. Then, for each optional package
+    of OPTIONAL it does not depend on, its tests marked for it once more with that package installed."""
     closure = _closure(package)
     oracle = [ORACLE] if session.python == ORACLE_PYTHON else []
     # --no-compile: byte-compiling all of torch costs ~7 s per session; imports compile what they use
@@ -126,10 +131,11 @@ def tests(session, package):
     session.run("python", "-c", "import ember, sys; print('ember', ember.__version__, 'from', ember.__file__)")
     tests_dir = str(PKGS[package]["dir"].relative_to(ROOT) / "tests")
     session.run("pytest", tests_dir, *session.posargs)
-    if "ember-autograd" in PKGS and "ember-autograd" not in closure:
-        session.install("--no-compile", *_editable(_closure("ember-autograd")))
-        # exit code 5: no test of this package is marked autograd
-        session.run("pytest", tests_dir, "-m", "autograd", *session.posargs, success_codes=[0, 5])
+    for marker, dist in OPTIONAL.items():
+        if dist in PKGS and dist not in closure:
+            session.install("--no-compile", *_editable(_closure(dist)))
+            # exit code 5: no test of this package carries the marker
+            session.run("pytest", tests_dir, "-m", marker, *session.posargs, success_codes=[0, 5])
 
 
 @nox.session

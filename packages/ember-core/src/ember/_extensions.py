@@ -10,6 +10,9 @@ import os
 import re
 import sys
 
+# the special functions ember-special also puts in the ember namespace and on tensors (with in-place forms)
+SPECIAL = ("i0", "digamma", "polygamma", "lgamma", "mvlgamma", "igamma", "igammac", "erf", "erfc", "erfinv", "xlogy",
+           "logit", "sinc")
 # name -> distribution that provides it, for module attributes (ember.X) and Tensor attributes
 PROVIDERS = {
     "autograd": "ember-autograd", "no_grad": "ember-autograd", "enable_grad": "ember-autograd",
@@ -19,15 +22,14 @@ PROVIDERS = {
     "amp": "ember-amp", "autocast": "ember-amp", "get_autocast_dtype": "ember-amp",
     "is_autocast_enabled": "ember-amp", "set_autocast_enabled": "ember-amp",
     "is_autocast_available": "ember-amp", "clear_autocast_cache": "ember-amp", "cpu": "ember-amp",
-    "ao": "ember-quantization", "quantize_per_tensor": "ember-quantization",
-    "quantize_per_channel": "ember-quantization",
+    "ao": "ember-quantization",
     "distributed": "ember-distributed", "distributions": "ember-nn",
+    **dict.fromkeys(SPECIAL, "ember-special"),
 }
 TENSOR_PROVIDERS = {
     "backward": "ember-autograd", "register_hook": "ember-autograd", "retain_grad": "ember-autograd",
     "register_post_accumulate_grad_hook": "ember-autograd", "retains_grad": "ember-autograd",
-    "q_scale": "ember-quantization", "q_zero_point": "ember-quantization",
-    "dequantize": "ember-quantization", "int_repr": "ember-quantization",
+    **dict.fromkeys(SPECIAL + tuple(n + "_" for n in SPECIAL), "ember-special"),
 }
 
 # filled by extensions: the autograd package sets "requires_grad" to its checker for leaves
