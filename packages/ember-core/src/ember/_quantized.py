@@ -360,12 +360,13 @@ def _check_dtype(dtype):
         raise RuntimeError(f"ScalarType {name} is not supported in new_qtensor.")
 
 
-def _float_input(input):
+def _float_input(input, message=None):
     if not isinstance(input, Tensor):
         raise TypeError(f"quantize_per_tensor(): argument 'input' (position 1) must be Tensor, not "
                         f"{type(input).__name__}")
     if input.is_quantized or input.dtype is not D.float32:
-        raise RuntimeError(f"Quantize only works on Float Tensor, got {TORCH_NAME.get(input.dtype, input.dtype)}")
+        raise RuntimeError(f"{message or 'Quantize only works on Float Tensor'}, got "
+                           f"{TORCH_NAME.get(input.dtype, input.dtype)}")
     if input.is_cuda:
         raise RuntimeError("ember has no quantized CUDA tensors (PyTorch's quantized kernels run on the CPU): move "
                            "the tensor to the CPU first")
@@ -475,9 +476,11 @@ def _channel_params(scales, zero_points, axis, ndim, shape, where):
 def quantize_per_channel(input, scales, zero_points, axis, dtype):
     """Quantize float32 ``input`` with one scale and zero point per index along ``axis``; float zero points give
     ``per_channel_affine_float_qparams``."""
-    x = _float_input(input)
-    s, z, float_zp = _channel_params(scales, zero_points, axis, x.ndim, x.shape, "quantize_per_channel")
     _check_dtype(dtype)
+    # (PyTorch names the integer-zero-point kernel when the input is not float32)
+    affine = not (isinstance(zero_points, Tensor) and zero_points.dtype.is_floating_point)
+    x = _float_input(input, "quantize_tensor_per_channel_affine expects a Float Tensor" if affine else None)
+    s, z, float_zp = _channel_params(scales, zero_points, axis, x.ndim, x.shape, "quantize_per_channel")
     if dtype.bits < 8 and not float_zp:
         raise NotImplementedError(f"\"quantize_tensor_per_channel_affine\" not implemented for '{dtype.torch_name}'")
     shape = [1] * x.ndim
@@ -751,6 +754,13 @@ def _cat(op, args, kwargs):
     return quantized.cat(tensors, dim, first.scale, first.zero_point)
 
 
+def _gather_rows(op, args, kwargs):
+    """index_select, and embedding (rows of a quantized weight, as PyTorch selects them): per tensor only."""
+    if args[0]._data.q.per_channel:
+        raise RuntimeError("Only per_tensor quantized quantized tensors are supported by index_select.")
+    return _run_on_ints(op, args, kwargs)
+
+
 def _kernel(name):
     def run(op, args, kwargs):
         from .ops import quantized
@@ -762,6 +772,7 @@ _HANDLERS = {
     "eq": _compare, "ne": _compare, "lt": _compare, "le": _compare, "gt": _compare, "ge": _compare,
     "equal": _equal, "_to_copy": _to_copy, "copy_": _copy_, "fill_": _fill_, "masked_fill": _masked_fill,
     "cat": _cat, "concat": _cat, "concatenate": _cat, "stack": _cat, "__setitem__": _setitem,
+    "index_select": _gather_rows, "embedding": _gather_rows,
     **{name: _kernel(name) for name in ("relu", "hardtanh", "clamp", "clip", "clamp_min", "clamp_max", "sigmoid",
                                         "tanh", "hardsigmoid", "leaky_relu", "gelu", "mean", "max", "min", "topk",
                                         "sort", "max_pool1d", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d",
@@ -773,6 +784,37 @@ _INPLACE = {*_WRITES_TARGET, "relu", "hardtanh", "clamp", "clip", "clamp_min", "
             "tanh", "hardsigmoid", "masked_fill"}
 
 
+def _arg(args, kwargs, i, name):
+    return args[i] if len(args) > i else kwargs.get(name)
+
+
+def _dtype_name(t):
+    return t.dtype.torch_name if t.is_quantized else TORCH_NAME.get(t.dtype, str(t.dtype))
+
+
+def _check_float_bias(name, args, kwargs):
+    """PyTorch's dtype errors of a linear layer or convolution with a bias that meets a quantized operand (a
+    quantized tensor fed to a float layer): checked before it finds no kernel."""
+    if name in ("linear", "addmm"):  # (linear: addmm(bias, input, weight.t()))
+        names = ("bias", "input", "weight") if name == "linear" else ("input", "mat1", "mat2")
+        order = (2, 0, 1) if name == "linear" else (0, 1, 2)
+        bias, mat1, mat2 = (_arg(args, kwargs, i, n) for i, n in zip(order, names))
+        if not isinstance(bias, Tensor):
+            return
+        for label, a in (("self", bias), ("mat1", mat1)):
+            if isinstance(a, Tensor) and isinstance(mat2, Tensor) and (a.dtype is not mat2.dtype):
+                raise RuntimeError(f"{label} and mat2 must have the same dtype, but got {_dtype_name(a)} and "
+                                   f"{_dtype_name(mat2)}")
+    elif name in ("conv1d", "conv2d", "conv3d"):
+        x, bias = _arg(args, kwargs, 0, "input"), _arg(args, kwargs, 2, "bias")
+        if isinstance(x, QuantizedTensor) and isinstance(bias, Tensor) and not bias.is_quantized:
+            raise RuntimeError(f"Input type (c10::{x.dtype.name}) and bias type "
+                               f"({_C10_FLOAT.get(bias.dtype.name, bias.dtype.name)}) should be the same")
+
+
+_C10_FLOAT = {"float32": "float", "float64": "double", "float16": "c10::Half", "bfloat16": "c10::BFloat16"}
+
+
 def dispatch(op, args, kwargs, out, mode):
     """Run a registry op that met a quantized operand."""
     handler = _HANDLERS.get(op.name) or (_run_on_ints if op.name in _ON_INTS else None)
@@ -780,14 +822,18 @@ def dispatch(op, args, kwargs, out, mode):
                       if isinstance(a, QuantizedTensor) or (type(a) in (list, tuple) and a
                                                             and isinstance(a[0], QuantizedTensor))), None)
     if handler is None or out is not None or (mode == "inplace" and op.name not in _INPLACE):
+        _check_float_bias(op.name, args, kwargs)
+        # a float operand (a tensor, or a Python float: a Float number) meets the quantized dtype in PyTorch's
+        # type promotion; an integer number reaches the quantized result's allocation
+        if op.kind == "elementwise" and any(type(a) is builtins.float or (isinstance(a, Tensor) and not a.is_quantized)
+                                            for a in args):
+            names = [_dtype_name(x) for x in args if isinstance(x, Tensor)]
+            names += ["Float"] * any(type(a) is builtins.float for a in args)  # (a number comes last, as the other)
+            raise RuntimeError("promoteTypes with quantized numbers is not handled yet; figure out what the correct "
+                               f"rules should be, offending types: {' '.join(names)}")
         if op.kind == "elementwise" and not all(isinstance(a, Tensor) for a in args):
             raise RuntimeError("empty_strided not supported on quantized tensors yet: ember has no quantized "
                                f"kernel for {op.name} with a Python number (dequantize first)")
-        if op.kind == "elementwise" and any(isinstance(a, Tensor) and not a.is_quantized for a in args):
-            names = [x.dtype.torch_name if x.is_quantized else TORCH_NAME.get(x.dtype, str(x.dtype))
-                     for x in args if isinstance(x, Tensor)]
-            raise RuntimeError("promoteTypes with quantized numbers is not handled yet; figure out what the correct "
-                               f"rules should be, offending types: {' '.join(names)}")
         name = op.name + ("_" if mode == "inplace" else ".out" if out is not None else "")
         raise _not_implemented(name, quantized if isinstance(quantized, Tensor) else quantized[0])
     if mode == "inplace" and op.name not in _WRITES_TARGET:

@@ -119,7 +119,9 @@ def conv(x, packed, scale, zero_point, relu=False, reflect_padding=None):
     ``reflect_padding``, the input padded by reflection instead of the packed weight's zero padding."""
     n = len(packed.stride)
     name = f"conv_transpose{n}d" if packed.transposed else f"conv{n}d"
-    q = _qarray.check(x, f"quantized::{name}" + ("_relu" if relu else ""))
+    # (PyTorch's 2-d and 3-d convolutions are the ".new" overloads of its ops)
+    q = _qarray.check(x, f"quantized::{name}" + ("_relu" if relu else "") + (".new" if name in ("conv2d", "conv3d")
+                                                                             else ""))
     _check_quint8(x, q, name)
     channels = packed.weight.shape[0] if packed.transposed else packed.weight.shape[1] * packed.groups
     if x.shape[1] != channels:

@@ -18,6 +18,19 @@ def _weight_params(weight, channel_axis=0):
     return np.full(n, q.scale), np.full(n, q.zero_point, np.int64)
 
 
+def _check_weight(weight, prepack, axis=0):
+    """PyTorch's errors for a weight that is not qint8 (``prepack``: the op that packs it); a per-channel weight
+    must have its scales along ``axis`` (the output channels), if given."""
+    if not getattr(weight, "is_quantized", False):
+        raise _qarray.not_implemented(f"quantized::{prepack}")
+    if weight.dtype != ember.qint8:
+        raise RuntimeError(f"expected scalar type QInt8 but found {weight.dtype.torch_name}")
+    q = _qarray.quantizer(weight)
+    if q.per_channel and axis is not None and q.axis != axis:  # (PyTorch reads them as the outputs' anyway)
+        raise RuntimeError(f"{prepack}: a per-channel quantized weight needs its scales along the output channels "
+                           f"(axis {axis}), got axis {q.axis}")
+
+
 def _check_bias(bias, n):
     if bias is not None:
         if bias.dim() != 1 or bias.shape[0] != n:
@@ -30,8 +43,7 @@ class LinearWeight:
     """The packed weight of a quantized linear layer: qint8 (out, in), per tensor or per output channel."""
 
     def __init__(self, weight, bias):
-        if not getattr(weight, "is_quantized", False) or weight.dtype != ember.qint8:
-            raise RuntimeError(f"Weight value must be of type QInt8, got {weight.dtype}")
+        _check_weight(weight, "linear_prepack")
         if weight.dim() != 2:
             raise RuntimeError("The weight tensor for quantized::linear_prepack (fbgemm) should be 2-dimensional.")
         _check_bias(bias, weight.shape[0])
@@ -93,8 +105,8 @@ class ConvWeight:
 
     def __init__(self, weight, bias, stride, padding, output_padding, dilation, groups, transposed):
         n = len(stride)
-        if not getattr(weight, "is_quantized", False) or weight.dtype != ember.qint8:
-            raise RuntimeError(f"Weight value must be of type QInt8, got {weight.dtype}")
+        _check_weight(weight, f"conv_transpose{n}d_prepack" if transposed else f"conv{n}d_prepack",
+                      None if transposed else 0)  # (transposed: checked below, per engine)
         if weight.dim() != n + 2:
             raise RuntimeError(f"Weights are expected to have {n + 2} dimensions")
         out_channels = weight.shape[1] * groups if transposed else weight.shape[0]

@@ -3,7 +3,7 @@ and zero point each; outputs are float."""
 import ember
 import ember.nn as nn
 
-from .. import _kernels
+from .. import _kernels, _qarray
 from .utils import _hide_packed_params_repr, _quantize_weight
 
 __all__ = ["EmbeddingPackedParams", "Embedding", "EmbeddingBag"]
@@ -33,8 +33,15 @@ class EmbeddingPackedParams(nn.Module):
         if self.dtype not in (ember.quint8, ember.quint4x2):
             raise NotImplementedError("Unsupported dtype for quantized embedding prepack! Supports quint8 and "
                                       "quint4x2.")
+        if not getattr(weight, "is_quantized", False):
+            raise _qarray.not_implemented("quantized::embedding_bag_prepack")
+        if weight.dtype not in (ember.quint8, ember.quint4x2):
+            raise RuntimeError("qembedding_bag_prepack currently only supports quint8 and quint4x2 weights")
         if weight.qscheme() != ember.per_channel_affine_float_qparams:
-            raise RuntimeError("Expected weight to be quantized with per_channel_affine_float_qparams")
+            raise RuntimeError("Expect embedding_bag weights to be quantized using kPerChannelAffineFloatQParams")
+        if weight.q_per_channel_axis() != 0:  # (PyTorch reads the parameters per row whatever the axis)
+            raise RuntimeError("quantized embedding weights are quantized per row: expected axis 0, got axis "
+                               f"{weight.q_per_channel_axis()}")
         self._packed_weight = weight
 
     def _weight(self):
