@@ -99,6 +99,28 @@ def test_init_destroy_reinit(ranks, world, method, tmp_path):
     assert results["ember"][0]["first sum"] == [world * (world + 1) / 2] * 2
 
 
+def _rank0_destroys_first(rank, world, path):
+    """Rank 0 destroys its group as soon as it is made; the others use the job's store afterwards (a slow rank
+    still initialising or destroying), then destroy theirs."""
+    dist = edist
+    dist.init_process_group("gloo")
+    store = dist.distributed_c10d._get_default_store()
+    if rank == 0:
+        dist.destroy_process_group()
+        open(path, "w").close()
+        return None
+    while not os.path.exists(path):  # (rank 0 has destroyed its group)
+        os.sched_yield()
+    store.set(f"late/{rank}", str(rank))
+    seen = store.get(f"late/{rank}")
+    dist.destroy_process_group()
+    return seen
+
+
+def test_rank0_destroying_first_leaves_the_store_to_the_others(ranks, tmp_path):
+    assert ranks(4).run(_rank0_destroys_first, str(tmp_path / "rank0-destroyed")) == [None, b"1", b"2", b"3"]
+
+
 # ---------------------------------------------------------------------------------------------------- subgroups
 
 def _describe(dist, g, world):

@@ -446,13 +446,18 @@ def test_blocked_caller_and_same_store_from_threads():
 
 def test_vanished_and_malformed_clients():
     master = edist.TCPStore("127.0.0.1", 0, is_master=True, timeout=T(seconds=30))
-    # a client that waits for a key, a queue item, a barrier and the workers, then disappears
+    # a client that waits for a key, a queue item, a barrier and the workers, then disappears; one that does not
+    # greet the server (another protocol)
     for frame in (_frame(_store._GET, "k", 60000), _frame(_store._QUEUE_POP, "q", True, 60000),
                   _frame(_store._BARRIER, "b", 2, 60000), _frame(_store._WAIT_WORKERS, 5, 60000),
-                  _frame(_store._SET, "half")[:7], b"\xff\xff\x00\x00garbage", _frame(99, "unknown op")):
+                  _frame(_store._SET, "half")[:7], b"\xff\xff\x00\x00garbage", _frame(99, "unknown op"),
+                  _store._HELLO[:5]):
         raw = socket.create_connection(("127.0.0.1", master.port))
-        raw.sendall(frame)
+        raw.sendall(_store._HELLO + frame)
         raw.close()
+    raw = socket.create_connection(("127.0.0.1", master.port))
+    raw.sendall(_frame(_store._SET, "k", b"v"))  # no greeting: dropped, nothing set
+    assert raw.recv(10) == b""
     master.set("k", "v")
     master.queue_push("q", "item")
     assert master.get("k") == b"v" and master.queue_pop("q", block=False) == b"item"
@@ -495,3 +500,39 @@ def test_released_store_frees_its_port():
     assert again.get("k") == b"v"
     with pytest.raises(edist.DistNetworkError):
         master.get("k")
+
+
+def test_pytorch_server_is_named_at_once():
+    """An ember client reaching PyTorch's TCPStore server (e.g. torchrun's agent store) fails at once, saying so."""
+    for libuv in (True, False):
+        server = tdist.TCPStore("127.0.0.1", 0, 1, True, timeout=T(seconds=30), use_libuv=libuv)
+        with pytest.raises(edist.DistNetworkError, match=r"is a PyTorch TCPStore server.*emberrun"):
+            edist.TCPStore("127.0.0.1", server.port, timeout=T(seconds=30))
+        server.set("k", "v")  # and the server carries on
+        assert server.get("k") == b"v"
+
+
+def test_rendezvous_store_serves_until_every_rank_is_done():
+    """A master's rendezvous store let go at destroy_process_group serves on until every rank said it is done; a new
+    master on its port stops it at once."""
+    for last in ("done", "new master"):
+        master = edist.TCPStore("127.0.0.1", 0, is_master=True, timeout=T(seconds=30))
+        port = master.port
+        others = [edist.TCPStore("127.0.0.1", port, timeout=T(seconds=30)) for _ in range(2)]
+        server = _store._LINGERING.get(port, master._server).server
+        master._release(3)
+        others[0].set("late", "1")
+        others[0]._release(3)
+        assert others[1].get("late") == b"1" and server.thread.is_alive()
+        if last == "done":
+            others[1]._release(3)
+            server.thread.join(30)
+            assert not server.thread.is_alive() and port not in _store._LINGERING
+        else:
+            again = edist.TCPStore("127.0.0.1", port, is_master=True, timeout=T(seconds=30))
+            assert not server.thread.is_alive()
+            with pytest.raises(edist.DistNetworkError):
+                others[1].get("late")
+            again.set("k", "v")
+            assert again.get("k") == b"v" and again.num_keys() == 1
+            again._release()

@@ -22,7 +22,7 @@ import weakref
 from collections import deque
 from datetime import timedelta
 
-from ._errors import DistNetworkError, DistStoreError, QueueEmptyError
+from ._errors import DistError, DistNetworkError, DistStoreError, QueueEmptyError
 
 _DEFAULT_TIMEOUT = timedelta(seconds=300)
 _INT64 = 1 << 63
@@ -515,16 +515,23 @@ class FileStore(Store):
 
 _LEN = struct.Struct("<I")
 (_SET, _GET, _ADD, _CAS, _CHECK, _WAIT, _DELETE, _NUM_KEYS, _MULTI_GET, _MULTI_SET, _APPEND, _QUEUE_PUSH, _QUEUE_POP,
- _QUEUE_LEN, _LIST_KEYS, _JOIN, _WAIT_WORKERS, _BARRIER) = range(18)
+ _QUEUE_LEN, _LIST_KEYS, _JOIN, _WAIT_WORKERS, _BARRIER, _DONE, _LINGER) = range(20)
 _OK, _TIMEOUT, _VALUE_ERROR, _QUEUE_EMPTY = range(4)  # reply status
+
+# A client opens each connection with PyTorch's own greeting (VALIDATE with its magic number, then PING with a nonce).
+# PyTorch's TCPStore server answers the nonce, ember's a frame of its own: a client that reached PyTorch's server
+# (e.g. the store of torchrun's agent) says so at once instead of waiting for replies that server will never send.
+_GREETING = struct.Struct("<BIBI")  # 0 (VALIDATE), PyTorch's magic number, 13 (PING), the nonce
+_TORCH_MAGIC, _NONCE = 0x3C85F7CE, 0xE7BE5701  # (the nonce reads as no length of an ember reply frame)
+_HELLO = _GREETING.pack(0, _TORCH_MAGIC, 13, _NONCE)
 
 
 class _Peer:
     """A client connection on the server side."""
-    __slots__ = ("sock", "inbuf", "outbuf", "closed")
+    __slots__ = ("sock", "inbuf", "outbuf", "closed", "greeted")
 
     def __init__(self, sock):
-        self.sock, self.inbuf, self.outbuf, self.closed = sock, bytearray(), bytearray(), False
+        self.sock, self.inbuf, self.outbuf, self.closed, self.greeted = sock, bytearray(), bytearray(), False, False
 
 
 class _Waiter:
@@ -548,6 +555,8 @@ class _TCPServer:
         self.data, self.queues, self.barriers, self.joined = {}, {}, {}, None
         self.key_waiters, self.queue_waiters, self.count_waiters = {}, {}, {}
         self.timers, self.seq, self.stopping = [], 0, False
+        self.peers, self.done = 0, 0  # open client connections; ranks done with a rendezvous store (_DONE)
+        self.linger = None  # (ranks, monotonic end): serving on after the master let go, until they are done
         self.sel = selectors.DefaultSelector()
         self.wake_r, self.wake_w = socket.socketpair()
         self.wake_r.setblocking(False)
@@ -558,7 +567,7 @@ class _TCPServer:
                     _MULTI_GET: self._multi_get, _MULTI_SET: self._multi_set, _APPEND: self._append,
                     _QUEUE_PUSH: self._queue_push, _QUEUE_POP: self._queue_pop, _QUEUE_LEN: self._queue_len,
                     _LIST_KEYS: self._list_keys, _JOIN: self._join, _WAIT_WORKERS: self._wait_workers,
-                    _BARRIER: self._barrier}
+                    _BARRIER: self._barrier, _DONE: self._done, _LINGER: self._linger}
         self.thread = threading.Thread(target=self._run, name=f"ember-tcpstore-{self.port}", daemon=True)
         self.thread.start()
 
@@ -577,7 +586,8 @@ class _TCPServer:
     def _run(self):
         try:
             while not self.stopping:
-                timeout = max(0.0, self.timers[0][0] - time.monotonic()) if self.timers else None
+                ends = ([self.timers[0][0]] if self.timers else []) + ([self.linger[1]] if self.linger else [])
+                timeout = max(0.0, min(ends) - time.monotonic()) if ends else None
                 for key, events in self.sel.select(timeout):
                     sock, peer = key.fileobj, key.data
                     if peer is not None:
@@ -590,11 +600,13 @@ class _TCPServer:
                     else:
                         self.wake_r.recv(4096)
                 self._expire()
+                self._check_linger()
         finally:
             for key in list(self.sel.get_map().values()):
                 key.fileobj.close()
             self.sel.close()
             self.wake_w.close()
+            _forget_lingering(self)
 
     def _accept(self):
         while True:
@@ -607,12 +619,34 @@ class _TCPServer:
             sock.setblocking(False)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             self.sel.register(sock, selectors.EVENT_READ, _Peer(sock))
+            self.peers += 1
 
     def _close(self, peer):
         if not peer.closed:
             peer.closed = True  # its pending waiters are dropped when next met
             self.sel.unregister(peer.sock)
             peer.sock.close()
+            self.peers -= 1
+            self._check_linger()
+
+    def _check_linger(self):
+        """A server the master let go of stops once every rank is done with it, or none is connected any more, or
+        its time is up."""
+        if self.linger is not None and (self.done >= self.linger[0] or self.peers == 0
+                                        or time.monotonic() >= self.linger[1]):
+            self.stopping = True
+
+    def _greet(self, peer):
+        """Answer a new connection's greeting (False: not an ember client, or not yet complete)."""
+        if len(peer.inbuf) < _GREETING.size:
+            return False
+        if bytes(peer.inbuf[:_GREETING.size]) != _HELLO:
+            self._close(peer)
+            return False
+        del peer.inbuf[:_GREETING.size]
+        peer.greeted = True
+        self._reply(peer, _OK, "ember")
+        return True
 
     def _read(self, peer):
         try:
@@ -626,6 +660,8 @@ class _TCPServer:
             return
         buf = peer.inbuf
         buf += chunk
+        if not peer.greeted and not self._greet(peer):
+            return
         at = 0
         while len(buf) - at >= 4:
             n = _LEN.unpack_from(buf, at)[0]
@@ -838,17 +874,36 @@ class _TCPServer:
             return _OK, count
         self._park(_Waiter(peer, _BARRIER, key, world_size, ms), self.count_waiters, key)
 
+    def _done(self, peer):
+        self.done += 1
+        self._check_linger()
+        return _OK, None
+
+    def _linger(self, peer, world_size, ms):
+        self.linger = (world_size, time.monotonic() + ms / 1000)
+        return self._done(peer)
+
 
 class _ServerHandle:
     """Keeps a server running while a master store holds it (several multi-tenant stores may share one)."""
 
     def __init__(self, server):
         self.server, self.port = server, server.port
+        self.holders = 0  # master stores using it (a released store lets go)
         weakref.finalize(self, server.stop)
 
 
 _TENANTS = {}  # port -> weakref to the _ServerHandle shared by this process's multi-tenant master stores
 _TENANTS_LOCK = threading.Lock()
+_LINGERING = {}  # port -> _ServerHandle of a rendezvous store its master let go, serving until the ranks are done
+_LINGERING_LOCK = threading.Lock()  # (never held while waiting for a server thread: that thread takes it to leave)
+
+
+def _forget_lingering(server):
+    with _LINGERING_LOCK:
+        handle = _LINGERING.get(server.port)
+        if handle is not None and handle.server is server:
+            del _LINGERING[server.port]
 
 
 def _listen(port, listen_fd):
@@ -873,12 +928,17 @@ def _listen(port, listen_fd):
 
 def _serve(port, multi_tenant, listen_fd):
     with _TENANTS_LOCK:
+        with _LINGERING_LOCK:
+            lingering = _LINGERING.pop(port, None) if port else None
+        if lingering is not None:  # this process's previous rendezvous server: a new master takes the port now
+            lingering.server.stop()
         ref = _TENANTS.get(port) if multi_tenant and port else None
         handle = ref() if ref is not None else None
-        if handle is None:
+        if handle is None or handle.server.stopping:
             handle = _ServerHandle(_TCPServer(_listen(port, listen_fd)))
             if multi_tenant:
                 _TENANTS[handle.port] = weakref.ref(handle)
+        handle.holders += 1
         return handle
 
 
@@ -888,16 +948,33 @@ class _Connection:
     """One client socket; requests on it are strictly one at a time (request, then its reply)."""
     __slots__ = ("sock", "buf", "limit")
 
-    def __init__(self, sock):
+    def __init__(self, sock, where):
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.sock, self.buf, self.limit = sock, bytearray(), -1.0
+        try:
+            sock.sendall(_HELLO)
+            if not self._fill(_LEN.size):  # (a server stopping: the caller may retry)
+                raise ConnectionResetError(errno.ECONNRESET, "the store server closed the connection")
+            if _LEN.unpack_from(self.buf)[0] == _NONCE:
+                raise DistNetworkError(
+                    f"The store at {where} is a PyTorch TCPStore server: ember's TCPStore speaks to ember's servers "
+                    "only (torchrun's agent serves its workers' store: launch ember scripts with emberrun).")
+            if self._reply() != (_OK, "ember"):
+                raise DistNetworkError(f"The server at {where} is not an ember TCPStore server")
+        except BaseException:
+            sock.close()
+            raise
 
-    def request(self, msg, limit):
-        data = marshal.dumps(msg)
-        if limit != self.limit:
-            self.sock.settimeout(limit)
-            self.limit = limit
-        self.sock.sendall(_LEN.pack(len(data)) + data)
+    def _fill(self, n):
+        """Receive until ``n`` bytes are buffered (False if the server closed the connection first)."""
+        while len(self.buf) < n:
+            chunk = self.sock.recv(1 << 16)
+            if not chunk:
+                return False
+            self.buf += chunk
+        return True
+
+    def _reply(self):
         buf = self.buf
         while True:
             if len(buf) >= 4:
@@ -911,6 +988,14 @@ class _Connection:
                 raise DistNetworkError("Failed to recv, got 0 bytes. Connection was likely closed. "
                                        "Did the remote server shutdown or crash?")
             buf += chunk
+
+    def request(self, msg, limit):
+        data = marshal.dumps(msg)
+        if limit != self.limit:
+            self.sock.settimeout(limit)
+            self.limit = limit
+        self.sock.sendall(_LEN.pack(len(data)) + data)
+        return self._reply()
 
     def close(self):
         self.sock.close()
@@ -962,7 +1047,8 @@ class TCPStore(Store):
         end, pause = time.monotonic() + seconds if end is None else end, 0.005
         while True:
             try:
-                return _Connection(socket.create_connection((self._host, self._port), timeout=max(seconds, 1.0)))
+                return _Connection(socket.create_connection((self._host, self._port), timeout=max(seconds, 1.0)),
+                                   f"({self._host}, {self._port})")
             except OSError as e:
                 remaining = end - time.monotonic()
                 if not retry or remaining <= 0:
@@ -1020,11 +1106,29 @@ class TCPStore(Store):
                 _close_connections(self._idle)
                 self._idle.append(self._connect(retry=True, end=end))
 
-    def _release(self):
+    def _release(self, world_size=None):
         """Close this store's connections and let go of its server (which stops now unless another multi-tenant
-        store of this process shares it); later calls fail with DistNetworkError."""
+        store of this process shares it); later calls fail with DistNetworkError.
+
+        With ``world_size`` (the store of a rendezvous, at destroy_process_group) each rank tells the server it is
+        done, and a master's server serves on until the ``world_size`` ranks are, none is connected any more, or the
+        store's timeout passed: ranks slower than the master may still be using it. A new master store of this
+        process on the same port stops it at once."""
+        handle, self._server = self._server, None
+        if handle is not None:
+            handle.holders -= 1
+        if world_size is not None and not self._released:
+            try:
+                if handle is not None and handle.holders == 0:
+                    with _LINGERING_LOCK:
+                        _LINGERING[handle.port] = handle
+                    self._call((_LINGER, world_size, _ms(self._timeout)))
+                else:
+                    self._call((_DONE,))
+            except DistError:  # the server is gone already: nothing to tell
+                pass
         _close_connections(self._idle)
-        self._server, self._released = None, True
+        self._released = True
 
     @property
     def host(self):

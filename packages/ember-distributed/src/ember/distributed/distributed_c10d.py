@@ -583,12 +583,13 @@ def init_process_group(backend=None, init_method=None, timeout=None, world_size=
         _store_based_barrier(rank, store, name, world_size, timeout)
 
 
-def _release_rendezvous_store():
-    """Stop using the store init_process_group made (rank 0 stops its server), so that a new init may reuse the
-    port at once."""
+def _release_rendezvous_store(world_size=None):
+    """Stop using the store init_process_group made, so that a new init may reuse the port at once. With
+    ``world_size`` (destroy_process_group), rank 0's server serves on until every rank is done with it (or gone):
+    ranks slower than rank 0 may still be initialising or destroying; a re-init of rank 0 stops it at once."""
     store, _world.rendezvous_store = _world.rendezvous_store, None
     if isinstance(store, TCPStore):
-        store._release()
+        store._release(world_size)
 
 
 def new_group(ranks=None, timeout=None, backend=None, pg_options=None, use_local_synchronization=False,
@@ -690,6 +691,7 @@ def destroy_process_group(group=None):
     if pg not in _world.pg_map:
         raise ValueError("Invalid process group specified")
     if group is None or group is GroupMember.WORLD:
+        world_size = _world.default_pg.size()
         try:
             for each in reversed(list(_world.pg_names)):
                 each.shutdown()
@@ -698,7 +700,7 @@ def destroy_process_group(group=None):
             for table in (_world.pg_map, _world.pg_names, _world.pg_group_ranks, _world.pg_backend_config):
                 table.clear()
             _world.group_count = 0
-            _release_rendezvous_store()
+            _release_rendezvous_store(world_size)
     else:
         try:
             pg.shutdown()
