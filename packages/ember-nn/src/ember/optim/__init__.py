@@ -13,5 +13,5 @@ __all__ = ["ASGD", "Adadelta", "Adafactor", "Adagrad", "Adam", "AdamW", "Adamax"
 
 
 def __getattr__(name):
-    """``lr_scheduler`` loads on first access."""
+    """``lr_scheduler`` and ``swa_utils`` load on first access."""
     return lazy_submodule(__name__, name)
