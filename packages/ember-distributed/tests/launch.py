@@ -108,14 +108,16 @@ class RankPool:
         return [results.get(r, failures.get(r)) for r in range(self.world_size)]
 
     def close(self):
-        for r, conn in enumerate(self._conns):
+        for conn in self._conns:  # all told first: the processes exit together
             try:
                 conn.send(None)
             except OSError:
                 pass
-            self._procs[r].join(timeout=5)
-            if self._procs[r].is_alive():
-                self._procs[r].kill()
+        for p in self._procs:
+            p.join(timeout=10)
+            if p.is_alive():
+                p.kill()
+                p.join()
 
 
 def run_ranks(fn, world_size, *args, **kwargs):

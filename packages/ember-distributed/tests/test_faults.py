@@ -6,7 +6,6 @@ own limit keeps a regression from hanging the session.
 """
 import datetime
 import os
-import time
 
 import pytest
 
@@ -27,14 +26,19 @@ def _attempt(call):
         return "RuntimeError" if isinstance(e, RuntimeError) else type(e).__name__, str(e)
 
 
+def _store(dist):
+    return dist.distributed_c10d._get_default_store()
+
+
 def rank_dies(rank, world, victim, size):
     import ember
     dist = _init()
     t = ember.ones(size)
     dist.all_reduce(t)  # everyone connected and working
-    if rank == victim:
-        time.sleep(0.3)  # let its last messages leave (a crash loses what ZeroMQ had not sent yet)
+    if rank == victim:  # (a crash loses what ZeroMQ had not sent yet: it waits until the others have its part)
+        _store(dist).wait([f"reduced/{r}" for r in range(world) if r != victim])
         os._exit(3)
+    _store(dist).set(f"reduced/{rank}", "1")
     first = _attempt(lambda: dist.all_reduce(ember.ones(size)))
     later = _attempt(lambda: dist.broadcast(ember.ones(2), 0))
     return first, later
@@ -113,15 +117,18 @@ def test_detail_debug_fingerprints_shapes(ranks):
 
 
 def times_out(rank, world):
+    """Rank 1 takes part in no collective of a group with a 1 s timeout until rank 0 has tried two (the group is
+    made with the default group's long timeout: under load, init itself may take longer than 1 s)."""
     import ember
-    dist = _init(timeout=1)
+    dist = _init()
+    group = dist.new_group(timeout=datetime.timedelta(seconds=1))
     if rank == 1:
-        time.sleep(2.5)
-    else:
-        first = _attempt(lambda: dist.all_reduce(ember.ones(3)))
-        later = _attempt(lambda: dist.all_reduce(ember.ones(3)))
-        return first, later
-    return None
+        _store(dist).wait(["rank 0 tried"])
+        return None
+    first = _attempt(lambda: dist.all_reduce(ember.ones(3), group=group))
+    later = _attempt(lambda: dist.all_reduce(ember.ones(3), group=group))
+    _store(dist).set("rank 0 tried", "1")
+    return first, later
 
 
 @pytest.mark.parametrize("transport", sorted(TRANSPORTS))
@@ -132,20 +139,27 @@ def test_timeout_raises_and_breaks_the_group(ranks, transport):
 
 
 def monitored(rank, world, wait_all):
+    """Ranks 2 and 3 never arrive (they wait until rank 0 is done); ranks 0 and 1 meet first, so that rank 1 (on a
+    loaded machine too) arrives well within the barrier's timeout."""
     dist = _init()
+    arrivers = dist.new_group([0, 1])
     if rank >= 2:
-        time.sleep(1.5)  # never arrives
+        _store(dist).wait(["rank 0 done"])
         return None
-    return _attempt(lambda: dist.monitored_barrier(timeout=datetime.timedelta(seconds=0.5),
-                                                   wait_all_ranks=wait_all))
+    dist.barrier(group=arrivers)
+    result = _attempt(lambda: dist.monitored_barrier(timeout=datetime.timedelta(seconds=1.5),
+                                                     wait_all_ranks=wait_all))
+    if rank == 0:
+        _store(dist).set("rank 0 done", "1")
+    return result
 
 
 def test_monitored_barrier_names_missing_ranks(ranks):
     res = ranks(4).run(monitored, False, timeout=40)
-    assert res[0] == ("RuntimeError", "[Rank 0]: Rank 2 failed to pass monitoredBarrier in 500 ms")
+    assert res[0] == ("RuntimeError", "[Rank 0]: Rank 2 failed to pass monitoredBarrier in 1500 ms")
     assert res[1][0] == "RuntimeError" and "Rank 2 failed to pass monitoredBarrier" in res[1][1]
     res = ranks(4).run(monitored, True, timeout=40)
-    assert res[0] == ("RuntimeError", "[Rank 0]: Ranks 2, 3 failed to pass monitoredBarrier in 500 ms")
+    assert res[0] == ("RuntimeError", "[Rank 0]: Ranks 2, 3 failed to pass monitoredBarrier in 1500 ms")
     assert "Ranks 2, 3 failed" in res[1][1]
 
 
