@@ -1,0 +1,421 @@
+"""The RPC agent: requests and responses between named workers over ember-distributed's transport.
+
+Every message travels under one transport tag as frames ``[header, payload, *buffers]``: the header is a small
+pickle ``(kind, request id, meta)`` read by the receiving worker's dispatcher thread, the payload a protocol-5
+pickle whose buffers (tensors' arrays) are frames of their own (shared memory between workers of one host).
+The dispatcher thread reads every message, unpickles it (so messages of one peer take effect in the order sent:
+an RRef's deletion never overtakes the call that carried it), completes the caller's futures on responses and
+hands requests to a pool of ``num_worker_threads`` threads. A request whose function returns a Future (see
+``functions.async_execution``) is answered when that future completes, holding no thread meanwhile.
+
+Failures: a call's deadline, the loss of its callee (the transport reports a peer that closed or died within a
+fraction of a second, a silent host within seconds) and errors pickling or unpickling either side's message all
+complete the caller's future with an error naming the worker; nothing is raised in a background thread.
+"""
+import collections
+import itertools
+import pickle
+import threading
+import time
+import traceback
+from concurrent.futures import ThreadPoolExecutor
+
+from ember.distributed._errors import DistBackendError
+from ember.distributed._transport import PeerError, Transport
+from ember.futures import Future
+
+from . import _rref
+
+TAG = "rpc"
+_CALL, _REMOTE, _OK, _ERR, _ONEWAY = range(5)
+_TICK = 0.05  # seconds between the dispatcher's looks at deadlines, lost peers and RRef deletions
+
+
+class WorkerInfo:
+    """A worker's ``name`` and ``id`` (its rank)."""
+
+    __slots__ = ("name", "id")
+
+    def __init__(self, name, id):  # noqa: A002 - torch's name
+        self.name, self.id = name, id
+
+    def __eq__(self, other):
+        return isinstance(other, WorkerInfo) and (self.name, self.id) == (other.name, other.id)
+
+    def __hash__(self):
+        return hash((self.name, self.id))
+
+    def __repr__(self):
+        return f"WorkerInfo(id={self.id}, name={self.name})"
+
+    def __reduce__(self):
+        return WorkerInfo, (self.name, self.id)
+
+
+class RemoteError:
+    """An exception raised by a callee, as sent back: its type and the message the caller raises it with."""
+
+    __slots__ = ("exc_type", "msg")
+
+    def __init__(self, exc_type, msg):
+        self.exc_type, self.msg = exc_type, msg
+
+    def __reduce__(self):
+        return RemoteError, (self.exc_type, self.msg)
+
+    def exception(self):
+        try:
+            exc = self.exc_type(self.msg)
+        except BaseException as e:  # noqa: BLE001 - a type that takes other arguments
+            exc = RuntimeError(f"Failed to create original exception type. Error msg was {e} Original exception "
+                               f"on remote side was {self.msg}")
+        exc._ember_remote = self  # passed on as is if it fails another call (to_here of a failed remote)
+        return exc
+
+
+def _remote_error(worker, exc):
+    if isinstance(getattr(exc, "_ember_remote", None), RemoteError):
+        return exc._ember_remote
+    text = f"On {worker}:\n{exc!r}\n{''.join(traceback.format_exception(exc))}"
+    exc_type = type(exc)
+    try:
+        pickle.loads(pickle.dumps(exc_type))
+    except Exception:  # noqa: BLE001 - a type the caller could not rebuild
+        exc_type = RuntimeError
+    return RemoteError(exc_type, text)
+
+
+def _dumps(obj):
+    buffers = []
+    data = pickle.dumps(obj, protocol=5, buffer_callback=buffers.append)
+    return [data, *(b.raw() for b in buffers)]
+
+
+class _Pending:
+    __slots__ = ("future", "dst", "deadline", "ms")
+
+    def __init__(self, future, dst, deadline, ms):
+        self.future, self.dst, self.deadline, self.ms = future, dst, deadline, ms
+
+
+class Agent:
+    """One worker's end of RPC: ``name``, ``rank`` among ``world_size`` workers meeting in ``store``."""
+
+    def __init__(self, store, name, rank, world_size, options):
+        self.options = options
+        self.rpc_timeout = options.rpc_timeout
+        self.rank, self.world_size = rank, world_size
+        self.store = store
+        store.set(f"names/{rank}", name.encode())
+        self.transport = Transport(store, rank, world_size, prefix="transport/", label=f" (rpc worker {name})")
+        names = [store.get(f"names/{r}").decode() if r != rank else name for r in range(world_size)]
+        self.workers = [WorkerInfo(n, r) for r, n in enumerate(names)]
+        self.by_name = {w.name: w for w in self.workers}
+        if len(self.by_name) != world_size:
+            dup = sorted({n for n in names if names.count(n) > 1})
+            self.transport.close("duplicate worker names")
+            raise RuntimeError(f"RPC worker names must be unique: {dup} used by more than one worker")
+        self.info = self.workers[rank]
+        self._ids = itertools.count(1)
+        self._pending = {}
+        self._lock = threading.Lock()
+        self._pool = ThreadPoolExecutor(options.num_worker_threads, thread_name_prefix=f"ember-rpc-{name}")
+        self._serving = collections.Counter()  # caller -> its requests running here or waiting on a future
+        self._sent = self._answered = 0  # requests sent, responses sent (counted for graceful shutdown)
+        self._gone_seen = set()
+        self._stop = False
+        self.owner_table = _rref.OwnerTable(self)
+        self.closed = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True, name=f"ember-rpc-dispatch-{name}")
+        self._thread.start()
+
+    # ---- calling -------------------------------------------------------------------------------------------
+    def worker(self, to):
+        """The WorkerInfo of ``to`` (a name, a rank or a WorkerInfo)."""
+        if isinstance(to, WorkerInfo):
+            return to
+        if isinstance(to, str):
+            w = self.by_name.get(to)
+            if w is None:
+                raise ValueError(f"Unknown destination worker {to}")
+            return w
+        if isinstance(to, int) and 0 <= to < self.world_size:
+            return self.workers[to]
+        raise ValueError(f"Cannot get WorkerInfo from {to!r}")
+
+    def call(self, to, kind, payload, timeout, meta=None, on_error=None):
+        """Send a request; its Future (the callee's result, or its error)."""
+        dst = self.worker(to).id
+        frames = _dumps_to(payload, dst)  # an unpicklable request raises here, in the caller
+        fut = Future()
+        timeout = self.rpc_timeout if timeout is None or timeout < 0 else timeout
+        deadline = time.monotonic() + timeout if timeout > 0 else None
+        with self._lock:
+            if self._stop:
+                raise RuntimeError("RPC has not been initialized or has been shut down")
+            rid = next(self._ids)
+            self._pending[rid] = _Pending(fut, dst, deadline, int(timeout * 1000))
+            self._sent += 1
+        try:
+            self.transport.send(dst, TAG, [pickle.dumps((kind, rid, meta)), *frames])
+        except (PeerError, DistBackendError) as e:
+            self._fail(rid, self._lost(dst, e))
+        return fut
+
+    def oneway(self, dst, payload):
+        """A message run by ``dst``'s dispatcher with no answer (RRef bookkeeping); lost if ``dst`` is gone."""
+        try:
+            self.transport.send(dst, TAG, [pickle.dumps((_ONEWAY, 0, None)), *_dumps(payload)])
+        except (PeerError, DistBackendError):
+            pass
+
+    def _lost(self, dst, err):
+        w = self.workers[dst]
+        return RuntimeError(f"RPC to worker {w.name} (rank {w.id}) failed: the worker is gone ({err})")
+
+    def _fail(self, rid, exc):
+        with self._lock:
+            p = self._pending.pop(rid, None)
+        if p is not None:
+            self._complete(p.future, None, exc)
+
+    def _complete(self, fut, value, exc):
+        if fut._has_callbacks():  # user callbacks may wait on other calls: never on the dispatcher
+            self._pool.submit(_settle, fut, value, exc)
+        else:
+            _settle(fut, value, exc)
+
+    # ---- the dispatcher ------------------------------------------------------------------------------------
+    def _loop(self):
+        tr = self.transport
+        last = time.monotonic()
+        while True:
+            try:
+                msg = tr.recv(None, TAG, time.monotonic() + _TICK)
+            except TimeoutError:
+                msg = None
+            except PeerError:  # every peer is gone: nothing more can arrive
+                msg = None
+                time.sleep(_TICK)
+            except DistBackendError:  # the transport closed
+                break
+            if self._stop:
+                break
+            if msg is not None:
+                try:
+                    self._dispatch(msg)
+                except Exception:  # noqa: BLE001 - a malformed message must not stop the agent
+                    traceback.print_exc()
+            now = time.monotonic()
+            if now - last >= _TICK:
+                last = now
+                self._housekeeping(now)
+        self.closed.set()
+
+    def _dispatch(self, msg):
+        frames = msg.frames
+        if msg._releases:  # in shared memory: copied out so the sender may reuse the slots at once
+            frames = [bytearray(f) for f in frames]
+            msg.release()
+        kind, rid, meta = pickle.loads(frames[0])
+        src = msg.src
+        try:
+            _rref.SER.src = src
+            payload = pickle.loads(frames[1], buffers=frames[2:])
+            error = None
+        except Exception as e:  # noqa: BLE001 - answered (or reported) as an error
+            payload, error = None, e
+        finally:
+            _rref.SER.src = None
+        if kind == _OK or kind == _ERR:
+            with self._lock:
+                p = self._pending.pop(rid, None)
+            if p is None:
+                return  # timed out meanwhile
+            if error is not None:
+                self._complete(p.future, None, RuntimeError(
+                    f"could not unpickle the response of worker {self.workers[src].name}: "
+                    f"{type(error).__name__}: {error}"))
+            elif kind == _ERR:
+                self._complete(p.future, None, payload.exception())
+            else:
+                if meta is not None:
+                    payload = _autograd().on_response(src, meta, payload)
+                self._complete(p.future, payload, None)
+        elif kind == _ONEWAY:
+            if error is None:
+                fn, args = payload
+                fn(self, src, *args)
+        else:
+            entry = None
+            if kind == _REMOTE:  # (a remote() to this worker itself made its entry already)
+                entry = self.owner_table.get(meta[0]) or self.owner_table.create(meta[0], src, meta[1])
+            with self._lock:
+                self._serving[src] += 1
+            if error is not None:
+                self._respond(src, rid, None, RuntimeError(
+                    f"worker {self.info.name} could not unpickle the request: {type(error).__name__}: {error}"),
+                    entry)
+            else:
+                self._pool.submit(self._serve, src, rid, meta, payload, entry)
+
+    def _serve(self, src, rid, meta, payload, entry):
+        try:
+            fn, args, kwargs = payload
+            ctx = None
+            if meta is not None and meta[-1] is not None:
+                ctx, args, kwargs = _autograd().on_request(src, meta[-1], args, kwargs)
+            if ctx is not None:
+                with _autograd()._entered(ctx):
+                    result = fn(*args, **kwargs)
+            else:
+                result = fn(*args, **kwargs)
+            if _is_async(fn):
+                if not isinstance(result, Future):
+                    raise TypeError(f"an async_execution function must return a Future, got {type(result).__name__}")
+                result.add_done_callback(lambda f: self._finish(src, rid, f, entry, ctx))
+                return
+        except BaseException as e:  # noqa: BLE001 - sent back to the caller
+            self._respond(src, rid, None, _remote_error(self.info, e), entry)
+            return
+        self._respond(src, rid, result, None, entry, ctx)
+
+    def _finish(self, src, rid, fut, entry, ctx):
+        try:
+            value = fut.wait()
+        except BaseException as e:  # noqa: BLE001
+            self._respond(src, rid, None, _remote_error(self.info, e), entry)
+            return
+        self._respond(src, rid, value, None, entry, ctx)
+
+    def _respond(self, src, rid, value, error, entry=None, ctx=None):
+        meta = None
+        if entry is not None:  # a remote(): the value stays here, the creator is told it exists
+            entry.settle(value, error)
+            value = None
+        elif ctx is not None and error is None:
+            meta, value = _autograd().on_reply(src, ctx, value)
+        if error is not None:
+            kind, payload = _ERR, error if isinstance(error, RemoteError) else _remote_error(self.info, error)
+        else:
+            kind, payload = _OK, value
+        try:
+            frames = _dumps_to(payload, src)
+        except Exception as e:  # noqa: BLE001 - told to the caller instead
+            kind, meta = _ERR, None
+            frames = _dumps(RemoteError(RuntimeError, f"On {self.info}:\ncould not pickle the result: "
+                                                      f"{type(e).__name__}: {e}"))
+        try:
+            self.transport.send(src, TAG, [pickle.dumps((kind, rid, meta)), *frames])
+        except (PeerError, DistBackendError):
+            pass  # the caller is gone
+        with self._lock:
+            self._serving[src] -= 1
+            self._answered += 1
+
+    def _housekeeping(self, now):
+        gone = self.transport.gone() if not self._stop else {}
+        expired = []
+        with self._lock:
+            for rid, p in self._pending.items():
+                if p.dst in gone:
+                    expired.append((rid, self._lost(p.dst, gone[p.dst])))
+                elif p.deadline is not None and now > p.deadline:
+                    expired.append((rid, RuntimeError(f"RPC ran for more than set timeout ({p.ms} ms) and will now "
+                                                      "be marked with an error")))
+            expired = [(self._pending.pop(rid), exc) for rid, exc in expired]
+        for p, exc in expired:
+            self._complete(p.future, None, exc)
+        for peer in gone:
+            if peer not in self._gone_seen:
+                self._gone_seen.add(peer)
+                self.owner_table.peer_gone(peer)
+        self.owner_table.flush_deletes()
+
+    # ---- shutting down -------------------------------------------------------------------------------------
+    def idle(self):
+        """No call of this worker outstanding, no request of a live worker unanswered."""
+        gone = self.transport.gone()
+        with self._lock:
+            return not self._pending and not any(n for src, n in self._serving.items() if src not in gone)
+
+    def counters(self):
+        with self._lock:
+            return self._sent, self._answered
+
+    def shutdown(self, graceful=True, timeout=None):
+        """Graceful: wait until no worker has work left (rounds of counters in the store, lost workers
+        excepted), then close. Returns within ``timeout`` (default: the RPC timeout) whatever the peers do."""
+        if graceful:
+            deadline = time.monotonic() + (self.rpc_timeout if timeout is None else timeout)
+            try:
+                self.owner_table.release_users()
+                self._drain(deadline)
+            except Exception:  # noqa: BLE001 - a lost store or peer: close anyway
+                pass
+        with self._lock:
+            self._stop = True
+            pending, self._pending = self._pending, {}
+        err = RuntimeError("RPC agent is shut down")
+        for p in pending.values():
+            self._complete(p.future, None, err)
+        self.closed.wait(1.0)
+        self.transport.close()
+        self._pool.shutdown(wait=False, cancel_futures=True)  # what runs still is for callers that are gone
+        self.owner_table.clear()
+
+    def _drain(self, deadline):
+        store, previous = self.store, None
+        for rnd in itertools.count():
+            while not self.idle():
+                if time.monotonic() > deadline:
+                    return
+                time.sleep(0.002)
+            store.set(f"shutdown/{rnd}/{self.rank}", pickle.dumps(self.counters()))
+            seen = {}
+            for r in range(self.world_size):
+                key = f"shutdown/{rnd}/{r}"
+                while r not in seen:
+                    if r in self.transport.gone() or time.monotonic() > deadline:
+                        seen[r] = None
+                    elif store.check([key]):
+                        seen[r] = pickle.loads(store.get(key))
+                    else:
+                        time.sleep(0.002)
+            if seen == previous and self.idle():
+                break
+            previous = seen
+        # the store lives in rank 0: it waits until every live worker has read the last round
+        store.add("shutdown/done", 1)
+        if self.rank == 0:
+            live = self.world_size - len(self.transport.gone())
+            while store.add("shutdown/done", 0) < live and time.monotonic() < deadline:
+                time.sleep(0.002)
+                live = self.world_size - len(self.transport.gone())
+
+
+def _settle(fut, value, exc):
+    if exc is not None:
+        fut.set_exception(exc)
+    else:
+        fut.set_result(value)
+
+
+def _is_async(fn):
+    return getattr(fn, "_wrapped_async_rpc_function", None) is not None
+
+
+def _dumps_to(obj, dst):
+    """Pickle for worker ``dst`` (RRefs pickled into the message fork for it)."""
+    _rref.SER.dst = dst
+    try:
+        return _dumps(obj)
+    finally:
+        _rref.SER.dst = None
+
+
+def _autograd():
+    from ember.distributed.autograd import _context
+
+    return _context
+
