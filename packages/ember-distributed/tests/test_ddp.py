@@ -181,9 +181,41 @@ def _one_buffer(grads):
     return all(a[1] == b[0] for a, b in zip(spans, spans[1:]))
 
 
+def _train_sampled(lib, world, rank=None, steps=STEPS):
+    """An MLP trained from a dataset that DistributedSampler splits between the ranks (shuffled anew each epoch,
+    5 steps an epoch) through DataLoader; one process (``rank`` None) takes every rank's batch of a step at once."""
+    data = lib.utils.data
+    g = lib.Generator().manual_seed(5)
+    n = world * BATCH * 5
+    dataset = data.TensorDataset(lib.randn(n, 12, generator=g), lib.randint(0, 5, (n,), generator=g))
+    model = _model(lib, "mlp")
+    if rank is not None:
+        model = lib.nn.parallel.DistributedDataParallel(model)
+    opt = _SGD(lib, model.parameters(), lr=0.1, momentum=0.9)
+    step, epoch = 0, 0
+    while step < steps:
+        loaders = []
+        for r in range(world) if rank is None else [rank]:
+            sampler = data.DistributedSampler(dataset, num_replicas=world, rank=r, shuffle=True, seed=3)
+            sampler.set_epoch(epoch)
+            loaders.append(data.DataLoader(dataset, batch_size=BATCH, sampler=sampler))
+        for batches in zip(*loaders):
+            x, y = lib.cat([b[0] for b in batches]), lib.cat([b[1] for b in batches])
+            opt.zero_grad()
+            lib.nn.functional.cross_entropy(model(x), y).backward()
+            opt.step()
+            step += 1
+            if step == steps:
+                break
+        epoch += 1
+    return _state(model.module if rank is not None else model)
+
+
 def train_job(rank, world, libname, configs):
     lib = _init(libname)
-    return {c: _train(lib, c, world, rank) for c in configs}
+    out = {c: _train(lib, c, world, rank) for c in configs}
+    out["sampler"] = _train_sampled(lib, world, rank)
+    return out
 
 
 def _compare(got, want, what, rtol=2e-4, atol=2e-5):
@@ -210,6 +242,16 @@ def test_training_matches_torch_ddp(trained, config):
     if "no-broadcast-buffers" in config:  # each rank keeps its own running statistics
         assert not np.allclose(trained["ember"][0][config]["norm.running_mean"],
                                trained["ember"][1][config]["norm.running_mean"])
+
+
+def test_sampled_training_matches_torch_ddp_and_one_process(trained):
+    """2 ranks x 20 steps from DistributedSampler/DataLoader: torch's DDP, and one process on the concatenated
+    batches, end with the same weights."""
+    alone = _train_sampled(ember, 2)
+    _compare(alone, _train_sampled(torch, 2), "sampler: one ember process vs one torch process")
+    for rank in range(2):
+        _compare(trained["ember"][rank]["sampler"], trained["torch"][rank]["sampler"], f"sampler, rank {rank}")
+        _compare(trained["ember"][rank]["sampler"], alone, f"sampler, rank {rank} vs one process")
 
 
 @pytest.mark.parametrize("config", ["convsync", "mlp-no-sync", "mlp-small-buckets"])
