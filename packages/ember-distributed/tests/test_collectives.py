@@ -481,13 +481,19 @@ def test_beyond_gloo(ranks):
         np.testing.assert_array_equal(v, want)
 
 
+class _Device:
+    id = 0
+
+
 class _DeviceArray:
-    """Stands in for a CuPy array: the CPU backend stages it through host memory (get, then set)."""
+    """Stands in for a CuPy array on GPU 0: the CPU backend stages it through host memory (get, then set)."""
+
+    device = _Device()
 
     def __init__(self, values):
         self._values = np.array(values)
-        self.dtype, self.shape, self.size, self.ndim = self._values.dtype, self._values.shape, self._values.size, 1
-        self.flags = self._values.flags
+        self.dtype, self.shape, self.size = self._values.dtype, self._values.shape, self._values.size
+        self.ndim, self.flags = self._values.ndim, self._values.flags
         self.sets = 0
 
     def get(self):
@@ -509,3 +515,34 @@ def test_device_tensors_are_staged_through_host_memory():
     version = t._version[0]
     h.written()
     assert dev.sets == 1 and dev._values.tolist() == [0, 2, 4, 6] and t._version[0] == version + 1
+
+
+def device_tensors_on_gloo(rank, world):
+    """Collectives of (stand-in) CuPy tensors on a "gloo" group: its CPU backend serves cuda tensors too, through
+    host memory; the results land in device memory."""
+    import ember
+    dist = ember.distributed
+    dist.init_process_group("gloo")
+
+    def dev(values):
+        return ember.Tensor._wrap(_DeviceArray(np.asarray(values, dtype=np.float32)))
+    summed = dev(np.arange(4) + rank)
+    assert summed.device.type == "cuda"
+    dist.all_reduce(summed)
+    async_sum = dev([rank + 1.0] * 3)
+    dist.all_reduce(async_sum, dist.ReduceOp.MAX, async_op=True).wait()
+    sent = dev([rank * 10.0, 1.0])
+    dist.broadcast(sent, src=1)
+    gathered = [dev([0.0, 0.0]) for _ in range(world)]
+    dist.all_gather(gathered, dev([rank, -rank]))
+    return [t._data._values for t in (summed, async_sum, sent, *gathered)], [t._data.sets for t in (summed, sent)]
+
+
+def test_device_tensors_on_gloo_across_ranks(ranks):
+    for rank, (values, sets) in enumerate(ranks(2).run(device_tensors_on_gloo)):
+        summed, async_sum, sent, *gathered = values
+        np.testing.assert_array_equal(summed, np.arange(4) * 2 + 1)
+        np.testing.assert_array_equal(async_sum, [2.0] * 3)
+        np.testing.assert_array_equal(sent, [10.0, 1.0])
+        np.testing.assert_array_equal(np.stack(gathered), [[0, 0], [1, -1]])
+        assert sets == [1, 1 if rank == 0 else 0]  # written back once; the source of the broadcast is left alone
