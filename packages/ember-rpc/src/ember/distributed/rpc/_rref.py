@@ -283,10 +283,15 @@ class RRef:
             raise created._exc
         from . import api
 
-        value = api._invoke(self._owner, _fetch, (self._id,), {}, timeout).wait()
-        if created is not None and created.done() and created._exc is not None:
-            raise created._exc
-        return value
+        fetched = api._invoke(self._owner, _fetch, (self._id,), {}, timeout)
+        if created is not None and not created.done():  # whichever comes first: the value or a failed creation
+            either = threading.Event()
+            created.add_done_callback(lambda f: f._exc is not None and either.set())
+            fetched.add_done_callback(lambda f: either.set())
+            either.wait()
+            if created.done() and created._exc is not None:
+                raise created._exc
+        return fetched.wait()
 
     def _get_future(self):
         """The future of the call that created this RRef (done on the owner or for a forked reference)."""
