@@ -104,16 +104,31 @@ def fingerprints(rank, world, detail):
         os.environ["TORCH_DISTRIBUTED_DEBUG"] = "DETAIL"
     dist = _init()
     shape = (2, 3) if rank else (3, 2)
-    return _attempt(lambda: dist.all_reduce(ember.ones(*shape)))
+    first = _attempt(lambda: dist.all_reduce(ember.ones(*shape)))
+    dist.all_reduce(ember.ones(2))
+    ops = _attempt(lambda: dist.all_reduce(ember.ones(2), dist.ReduceOp.MAX if rank else dist.ReduceOp.SUM))
+    return first, ops
+
+
+def _torch_fingerprint(seq, shape):
+    """PyTorch's CollectiveFingerPrint of an all_reduce of one float32 CPU tensor under DETAIL (as torch 2.13 prints
+    it)."""
+    return (f"CollectiveFingerPrint(SequenceNumber={seq}, OpType=ALLREDUCE, TensorShape={shape}, TensorDtypes=Float, "
+            "TensorDeviceTypes=TensorOptions(dtype=float (default), device=cpu, layout=Strided (default), "
+            "requires_grad=false (default), pinned_memory=false (default), memory_format=(nullopt)))")
 
 
 def test_detail_debug_fingerprints_shapes(ranks):
     plain = ranks(2).run(fingerprints, False, timeout=60)
-    assert plain == [None, None]  # same number of elements: gloo does not mind
-    detail = ranks(2).run(fingerprints, True, timeout=60)
-    for err in detail:
-        assert err is not None and err[0] == "RuntimeError"
-        assert "SequenceNumber=" in err[1] and "TensorShape=[[3, 2]]" in err[1] and "TensorShape=[[2, 3]]" in err[1]
+    assert [p[0] for p in plain] == [None, None]  # same number of elements: gloo does not mind
+    for rank, (first, ops) in enumerate(ranks(2).run(fingerprints, True, timeout=60)):
+        mine, theirs = ("[3, 2]", "[2, 3]") if rank == 0 else ("[2, 3]", "[3, 2]")
+        assert first[0] == "RuntimeError" and first[1].startswith(
+            f"Detected mismatch between collectives on ranks. Rank {rank} is running collective: "
+            f"{_torch_fingerprint(0, mine)}, but Rank {1 - rank} is running collective: "
+            f"{_torch_fingerprint(0, theirs)}"), first
+        # the reduce ops differ: PyTorch's fingerprint leaves them out, ember checks them too (in the summary)
+        assert ops[0] == "RuntimeError" and "SequenceNumber=2" in ops[1] and "Arguments: [" in ops[1], ops
 
 
 def times_out(rank, world):

@@ -16,6 +16,7 @@ the same error, as gloo's closed pairs do.
 import collections
 import datetime
 import os
+import sys
 import threading
 import time
 
@@ -203,11 +204,12 @@ class CPUBackend:
     # ---- descriptors -------------------------------------------------------------------------------------
     def _sig(self, op_type, tensors, *extra):
         """The call's descriptor: compared across ranks before any data moves."""
-        self._seq += 1
+        seq, self._seq = self._seq, self._seq + 1
         detail = self._detail_env or self._c10d.get_debug_level() == self._c10d.DebugLevel.DETAIL
         dtypes = tuple(_TORCH_DTYPE.get(_dtype_name(t), _dtype_name(t)) for t in tensors)
         shapes = tuple(list(t.shape) if detail else [t.numel()] for t in tensors)
-        return (op_type, dtypes, shapes, extra, self._seq if detail else None)
+        devices = tuple(sys.intern(str(t.device)) for t in tensors) if detail else None  # (pickled once)
+        return (op_type, dtypes, shapes, extra, seq if detail else None, devices)
 
     def _mismatch(self, sigs, q):
         me = self._rank
@@ -215,7 +217,7 @@ class CPUBackend:
         mine, theirs = sigs[me], sigs[other]
         diffs = []
         for label, i in (("Op type", 0), ("Tensor dtypes", 1), ("Tensor shapes", 2),
-                         ("Arguments", 3), ("Sequence number", 4)):
+                         ("Arguments", 3), ("Sequence number", 4), ("Tensor device types", 5)):
             if mine[i] != theirs[i]:
                 diffs.append(f"{label}: {_fmt(mine[i])} vs {_fmt(theirs[i])}")
         return MismatchError(
@@ -224,12 +226,17 @@ class CPUBackend:
             f"Collectives differ in the following aspects: {'; '.join(diffs)}")
 
     def _fingerprint(self, sig):
-        op_type, dtypes, shapes, extra, seq = sig
-        shape_label = "TensorShape" if seq is not None else "TensorNumel"
-        parts = ([f"SequenceNumber={seq}"] if seq is not None else []) + [
-            f"OpType={op_type}", f"{shape_label}={_fmt(shapes)}", f"TensorDtypes={', '.join(dtypes)}"]
-        if extra:
-            parts.append(f"Arguments={_fmt(extra)}")
+        op_type, dtypes, shapes, extra, seq, devices = sig
+        if seq is not None:  # TORCH_DISTRIBUTED_DEBUG=DETAIL: PyTorch's fingerprint (arguments: in the summary)
+            parts = [f"SequenceNumber={seq}", f"OpType={op_type}"] + [
+                f"TensorShape={_fmt(shape)}, TensorDtypes={dtype}, TensorDeviceTypes=TensorOptions(dtype=float "
+                f"(default), device={device}, layout=Strided (default), requires_grad=false (default), "
+                "pinned_memory=false (default), memory_format=(nullopt))"
+                for shape, dtype, device in zip(shapes, dtypes, devices)]
+        else:
+            parts = [f"OpType={op_type}", f"TensorNumel={_fmt(shapes)}", f"TensorDtypes={', '.join(dtypes)}"]
+            if extra:
+                parts.append(f"Arguments={_fmt(extra)}")
         return f"CollectiveFingerPrint({', '.join(parts)})"
 
     # ---- collectives (group ranks; tensors already checked by the public functions) ------------------------
