@@ -1,14 +1,67 @@
-"""Probability distributions with sampling and log-densities, as ``torch.distributions``: Normal, Categorical,
-OneHotCategorical, Bernoulli, Uniform, Independent, ``kl_divergence``. Samples come from ember's generator in
-PyTorch's order, so a seeded program draws the same values under both."""
-from . import constraints
+"""Probability distributions with sampling and log-densities, as ``torch.distributions``, with transforms,
+``biject_to``/``transform_to`` and ``kl_divergence``. Samples come from ember's generator in PyTorch's order, so a
+seeded program draws the same values under both wherever PyTorch samples by a transform of uniform, normal,
+exponential or Cauchy draws; gamma-based, Poisson and binomial samplers (PyTorch's own rejection algorithms)
+give other draws of the same distribution. Log-gamma, digamma and erf come from ember-special: distributions
+whose densities need them raise an error naming that package without it."""
+from . import constraints, transforms
 from .bernoulli import Bernoulli
+from .beta import Beta
+from .binomial import Binomial
 from .categorical import Categorical, OneHotCategorical
+from .cauchy import Cauchy
+from .chi2 import Chi2
+from .constraint_registry import biject_to, transform_to
+from .dirichlet import Dirichlet
 from .distribution import Distribution
+from .exp_family import ExponentialFamily
+from .exponential import Exponential
+from .gamma import Gamma
+from .geometric import Geometric
+from .gumbel import Gumbel
+from .half_cauchy import HalfCauchy
+from .half_normal import HalfNormal
 from .independent import Independent
 from .kl import kl_divergence, register_kl
+from .laplace import Laplace
+from .log_normal import LogNormal
+from .lowrank_multivariate_normal import LowRankMultivariateNormal
+from .multinomial import Multinomial
+from .multivariate_normal import MultivariateNormal
 from .normal import Normal
+from .poisson import Poisson
+from .studentT import StudentT
+from .transformed_distribution import TransformedDistribution
+from .transforms import (
+                         AbsTransform,
+                         AffineTransform,
+                         CatTransform,
+                         ComposeTransform,
+                         CorrCholeskyTransform,
+                         CumulativeDistributionTransform,
+                         ExpTransform,
+                         IndependentTransform,
+                         LowerCholeskyTransform,
+                         PositiveDefiniteTransform,
+                         PowerTransform,
+                         ReshapeTransform,
+                         SigmoidTransform,
+                         SoftmaxTransform,
+                         SoftplusTransform,
+                         StackTransform,
+                         StickBreakingTransform,
+                         TanhTransform,
+                         Transform,
+                         identity_transform,
+)
 from .uniform import Uniform
 
-__all__ = ["Bernoulli", "Categorical", "Distribution", "Independent", "Normal", "OneHotCategorical", "Uniform",
-           "constraints", "kl_divergence", "register_kl"]
+__all__ = ["AbsTransform", "AffineTransform", "Bernoulli", "Beta", "Binomial", "CatTransform", "Categorical",
+           "Cauchy", "Chi2", "ComposeTransform", "CorrCholeskyTransform", "CumulativeDistributionTransform",
+           "Dirichlet", "Distribution", "ExpTransform", "Exponential", "ExponentialFamily", "Gamma", "Geometric",
+           "Gumbel", "HalfCauchy", "HalfNormal", "Independent", "IndependentTransform", "Laplace", "LogNormal",
+           "LowRankMultivariateNormal", "LowerCholeskyTransform", "Multinomial", "MultivariateNormal", "Normal",
+           "OneHotCategorical", "Poisson", "PositiveDefiniteTransform", "PowerTransform", "ReshapeTransform",
+           "SigmoidTransform", "SoftmaxTransform", "SoftplusTransform", "StackTransform", "StickBreakingTransform",
+           "StudentT", "TanhTransform", "Transform", "TransformedDistribution", "Uniform", "biject_to",
+           "constraints", "identity_transform", "kl_divergence", "register_kl", "transform_to", "transforms"]

@@ -4,7 +4,7 @@ import numbers
 import ember
 import ember.nn.functional as F
 
-__all__ = ["broadcast_all", "clamp_probs", "lazy_property", "logits_to_probs", "probs_to_logits"]
+__all__ = ["broadcast_all", "clamp_probs", "expand_params", "lazy_property", "logits_to_probs", "probs_to_logits"]
 
 
 def broadcast_all(*values):
@@ -61,3 +61,18 @@ class lazy_property:
             value = self.wrapped(instance)
         instance.__dict__[self.wrapped.__name__] = value
         return value
+
+
+def expand_params(dist, cls, batch_shape, _instance, names):
+    """``dist`` as a ``cls`` of ``batch_shape``: the parameters ``names`` that ``dist`` holds (lazy ones only if
+    computed) expanded, keeping their event dimensions; the caller copies anything else."""
+    new = dist._get_checked_instance(cls, _instance)
+    batch_shape = ember.Size(batch_shape)
+    for name in names:
+        if name in dist.__dict__:
+            value = dist.__dict__[name]
+            new.__dict__[name] = value.expand(batch_shape + value.shape[len(dist.batch_shape):])
+    from .distribution import Distribution  # (distribution.py imports this module)
+    Distribution.__init__(new, batch_shape, dist.event_shape, validate_args=False)
+    new._validate_args = dist._validate_args
+    return new

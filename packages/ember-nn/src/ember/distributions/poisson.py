@@ -1,0 +1,53 @@
+"""The Poisson distribution. ``log_prob`` needs ember-special (lgamma, xlogy); seeded samples (ember.poisson) do
+not reproduce PyTorch's."""
+import numbers
+
+import ember
+
+from . import constraints
+from .exp_family import ExponentialFamily
+from .utils import broadcast_all, expand_params
+
+__all__ = ["Poisson"]
+
+
+class Poisson(ExponentialFamily):
+    arg_constraints = {"rate": constraints.nonnegative}
+    support = constraints.nonnegative_integer
+
+    def __init__(self, rate, validate_args=None):
+        (self.rate,) = broadcast_all(rate)
+        shape = ember.Size() if isinstance(rate, numbers.Number) else self.rate.size()
+        super().__init__(shape, validate_args=validate_args)
+
+    def expand(self, batch_shape, _instance=None):
+        return expand_params(self, Poisson, batch_shape, _instance, ["rate"])
+
+    @property
+    def mean(self):
+        return self.rate
+
+    @property
+    def mode(self):
+        return self.rate.floor()
+
+    @property
+    def variance(self):
+        return self.rate
+
+    def sample(self, sample_shape=ember.Size()):
+        with ember.no_grad():
+            return ember.poisson(self.rate.expand(self._extended_shape(sample_shape)))
+
+    def log_prob(self, value):
+        if self._validate_args:
+            self._validate_sample(value)
+        rate, value = broadcast_all(self.rate, value)
+        return ember.xlogy(value, rate) - rate - ember.lgamma(value + 1)
+
+    @property
+    def _natural_params(self):
+        return (ember.log(self.rate),)
+
+    def _log_normalizer(self, x):
+        return ember.exp(x)

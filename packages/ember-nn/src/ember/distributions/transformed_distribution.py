@@ -1,0 +1,117 @@
+"""A distribution pushed through a sequence of transforms; its density by the change-of-variables formula."""
+import ember
+
+from . import constraints
+from .distribution import Distribution
+from .independent import Independent
+from .transforms import ComposeTransform, Transform
+from .utils import _sum_rightmost
+
+__all__ = ["TransformedDistribution"]
+
+
+class TransformedDistribution(Distribution):
+    """Samples of ``base_distribution`` mapped by ``transforms`` (first to last); ``log_prob`` inverts them and
+    subtracts their log-Jacobians."""
+
+    arg_constraints = {}
+
+    def __init__(self, base_distribution, transforms, validate_args=None):
+        if isinstance(transforms, Transform):
+            self.transforms = [transforms]
+        elif isinstance(transforms, list) and all(isinstance(t, Transform) for t in transforms):
+            self.transforms = transforms
+        else:
+            raise ValueError(f"transforms must be a Transform or a list of Transforms, but was {transforms}")
+        base_shape = base_distribution.batch_shape + base_distribution.event_shape
+        base_event_dim = len(base_distribution.event_shape)
+        transform = ComposeTransform(self.transforms)
+        if len(base_shape) < transform.domain.event_dim:
+            raise ValueError(f"base_distribution needs to have shape with size at least "
+                             f"{transform.domain.event_dim}, but got {base_shape}.")
+        shape = transform.forward_shape(base_shape)
+        # parameters of the transforms may broadcast the base distribution to a larger batch
+        expanded = transform.inverse_shape(shape)
+        if base_shape != expanded:
+            base_distribution = base_distribution.expand(expanded[:len(expanded) - base_event_dim])
+        # the transforms may need more event dimensions than the base distribution has
+        extra = transform.domain.event_dim - base_event_dim
+        if extra > 0:
+            base_distribution = Independent(base_distribution, extra)
+        self.base_dist = base_distribution
+        event_dim = transform.codomain.event_dim + max(base_event_dim - transform.domain.event_dim, 0)
+        cut = len(shape) - event_dim
+        super().__init__(shape[:cut], shape[cut:], validate_args=validate_args)
+
+    def expand(self, batch_shape, _instance=None):
+        new = self._get_checked_instance(TransformedDistribution, _instance)
+        batch_shape = ember.Size(batch_shape)
+        shape = batch_shape + self.event_shape
+        for t in reversed(self.transforms):
+            shape = t.inverse_shape(shape)
+        new.base_dist = self.base_dist.expand(shape[:len(shape) - len(self.base_dist.event_shape)])
+        new.transforms = self.transforms
+        Distribution.__init__(new, batch_shape, self.event_shape, validate_args=False)
+        new._validate_args = self._validate_args
+        return new
+
+    @constraints.dependent_property(is_discrete=False)
+    def support(self):
+        if not self.transforms:
+            return self.base_dist.support
+        support = self.transforms[-1].codomain
+        if len(self.event_shape) > support.event_dim:
+            support = constraints.independent(support, len(self.event_shape) - support.event_dim)
+        return support
+
+    @property
+    def has_rsample(self):
+        return self.base_dist.has_rsample
+
+    def sample(self, sample_shape=ember.Size()):
+        with ember.no_grad():
+            x = self.base_dist.sample(sample_shape)
+            for t in self.transforms:
+                x = t(x)
+            return x
+
+    def rsample(self, sample_shape=ember.Size()):
+        x = self.base_dist.rsample(sample_shape)
+        for t in self.transforms:
+            x = t(x)
+        return x
+
+    def log_prob(self, value):
+        if self._validate_args:
+            self._validate_sample(value)
+        event_dim = len(self.event_shape)
+        log_prob = 0.0
+        y = value
+        for t in reversed(self.transforms):
+            x = t.inv(y)
+            event_dim += t.domain.event_dim - t.codomain.event_dim
+            log_prob = log_prob - _sum_rightmost(t.log_abs_det_jacobian(x, y), event_dim - t.domain.event_dim)
+            y = x
+        return log_prob + _sum_rightmost(self.base_dist.log_prob(y), event_dim - len(self.base_dist.event_shape))
+
+    def _monotonize_cdf(self, value):
+        """A CDF of the base distribution as one of the transformed one: 1 - F where the transforms decrease."""
+        sign = 1
+        for t in self.transforms:
+            sign = sign * t.sign
+        if isinstance(sign, int) and sign == 1:
+            return value
+        return sign * (value - 0.5) + 0.5
+
+    def cdf(self, value):
+        for t in reversed(self.transforms):
+            value = t.inv(value)
+        if self._validate_args:
+            self.base_dist._validate_sample(value)
+        return self._monotonize_cdf(self.base_dist.cdf(value))
+
+    def icdf(self, value):
+        value = self.base_dist.icdf(self._monotonize_cdf(value))
+        for t in self.transforms:
+            value = t(value)
+        return value
