@@ -99,6 +99,35 @@ def test_init_destroy_reinit(ranks, world, method, tmp_path):
     assert results["ember"][0]["first sum"] == [world * (world + 1) / 2] * 2
 
 
+def _breakpoints(rank, world, libname):
+    """dist.breakpoint with the debugger replaced by a recorder: which rank stops, after how many skipped calls."""
+    _, dist = _libs(libname)
+    dist.init_process_group("gloo", timeout=T(seconds=60))
+    seen = []
+
+    class Debugger:
+        def message(self, text):
+            seen.append(text.strip().splitlines()[-1])
+
+        def set_trace(self):
+            seen.append("stopped")
+    sys.modules[dist.breakpoint.__module__]._make_distributed_pdb = Debugger
+    dist.breakpoint(rank=1)
+    for call in range(3):
+        seen.append(f"call {call}")
+        dist.breakpoint(rank=0, skip=2, timeout_s=None)
+    timeout = dist.group.WORLD.backend.timeout if libname == "ember" else 3600.0  # (the first call set it)
+    return seen, timeout
+
+
+def test_breakpoint_stops_one_rank(ranks):
+    results = {name: ranks(2).run(_breakpoints, name) for name, _ in LIBS}
+    assert results["ember"] == results["torch"]
+    stop = "Type 'up' to get to the frame that called dist.breakpoint(rank={})"
+    assert results["ember"][1] == ([stop.format(1), "stopped", "call 0", "call 1", "call 2"], 3600.0)
+    assert results["ember"][0][0] == ["call 0", "call 1", "call 2", stop.format(0), "stopped"]
+
+
 def _rank0_destroys_first(rank, world, path):
     """Rank 0 destroys its group as soon as it is made; the others use the job's store afterwards (a slow rank
     still initialising or destroying), then destroy theirs."""

@@ -6,6 +6,7 @@ __path__ = pkgutil.extend_path(__path__, __name__)
 
 from ember._extensions import lazy_submodule
 
+from ._breakpoint import breakpoint  # noqa: F401
 from ._errors import DistBackendError, DistError, DistNetworkError, DistStoreError, QueueEmptyError  # noqa: F401
 from ._reducer import (  # noqa: F401
     _DEFAULT_FIRST_BUCKET_BYTES,
@@ -27,7 +28,9 @@ from .distributed_c10d import (  # noqa: F401
     BackendConfig,
     DebugLevel,
     GroupMember,
+    GroupName,
     ProcessGroup,
+    RankType,
     default_pg_timeout,
     destroy_process_group,
     get_backend,
@@ -51,11 +54,13 @@ from .distributed_c10d import (  # noqa: F401
     is_torchelastic_launched,
     is_ucc_available,
     is_xccl_available,
+    log,
     new_group,
     new_subgroups,
     new_subgroups_by_enumeration,
     set_debug_level,
     set_debug_level_from_env,
+    timedelta,
 )
 from .rendezvous import register_rendezvous_handler, rendezvous  # noqa: F401
 

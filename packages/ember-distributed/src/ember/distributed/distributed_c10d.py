@@ -3,10 +3,12 @@ in each, their backends, and the state torch.distributed keeps about them (which
 import enum
 import hashlib
 import io
+import logging
 import os
 import sys
 import warnings
 from datetime import timedelta
+from typing import NewType
 
 import ember
 
@@ -18,6 +20,9 @@ from .rendezvous import rendezvous
 
 default_pg_timeout = timedelta(minutes=30)
 default_pg_nccl_timeout = timedelta(minutes=10)
+log = logging.getLogger("ember.distributed")
+GroupName = NewType("GroupName", str)  # a process group's name (ProcessGroup.group_name)
+RankType = int  # a rank (torch: an int or a symbolic int)
 
 
 # ----------------------------------------------------------------------------------------------------------- Backend
@@ -410,6 +415,16 @@ def get_backend_config(group=None):
 def get_pg_count():
     """How many process groups were named since the default group's init (new_group calls included)."""
     return _world.group_count
+
+
+def _set_pg_timeout(timeout, group=None):
+    """Make ``timeout`` the timeout of ``group``'s (default: the default group's) later calls."""
+    _check_valid_timeout(timeout)
+    pg = _get_default_group() if group is None or group is GroupMember.WORLD else group
+    if _rank_not_in_group(pg):
+        return
+    for backend in pg._each_backend():
+        backend.timeout = timeout.total_seconds()
 
 
 def get_node_local_rank(fallback_rank=None):
