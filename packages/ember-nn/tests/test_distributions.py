@@ -154,3 +154,270 @@ def test_reachable_as_torch_spells_it():
     assert ember.distributions.Categorical is cat.Categorical
     from ember.distributions.normal import Normal
     assert Normal is ember.distributions.Normal
+
+
+# ---- transforms, constraints, biject_to / transform_to ----------------------------------------------------------
+
+def _transforms(m):
+    T = m.distributions.transforms
+    return [T.ExpTransform(), T.AffineTransform(1.5, -2.0), T.AffineTransform(m.tensor([1.0, 2.0, 3.0]),
+                                                                              m.tensor([0.5, 2.0, -1.0])),
+            T.SigmoidTransform(), T.TanhTransform(), T.SoftplusTransform(), T.PowerTransform(m.tensor(2.5)),
+            T.ExpTransform().inv, T.ComposeTransform([T.AffineTransform(0.5, 2.0), T.SigmoidTransform()]),
+            T.IndependentTransform(T.ExpTransform(), 1), T.SoftmaxTransform(), T.StickBreakingTransform(),
+            T.CatTransform([T.ExpTransform(), T.identity_transform, T.SigmoidTransform()], dim=-1, lengths=[1, 1, 1]),
+            T.StackTransform([T.ExpTransform(), T.TanhTransform(), T.AffineTransform(1.0, 3.0)], dim=-1)]
+
+
+@pytest.mark.parametrize("i", range(14))
+def test_transform_forward_inverse_log_det(i):
+    def build(m):
+        t = _transforms(m)[i]
+        x = m.tensor([[0.3, -1.2, 0.8], [1.5, 0.1, -0.4]], requires_grad=True)
+        x_in = x.abs() + 0.1 if isinstance(t, m.distributions.transforms.PowerTransform) else x
+        y = t(x_in)
+        out = [y, t.inv(y), t.domain.check(x_in), t.codomain.check(y)]
+        if t.bijective:
+            ladj = t.log_abs_det_jacobian(x_in, y)
+            out += [ladj, m.autograd.grad(ladj.sum() + y.sum(), x)[0]]
+        return out, repr(t), t.bijective, tuple(t.forward_shape((4, 2, 3))), tuple(t.inverse_shape((4, 2, 3)))
+    t, e = _both(build)
+    assert e[1:] == t[1:]
+    assert_same(e[0], t[0], rtol=1e-5, atol=1e-6)
+
+
+def test_matrix_transforms():
+    def build(m):
+        T = m.distributions.transforms
+        x = m.tensor([[[0.3, -1.2, 0.8], [1.5, 0.1, -0.4], [0.2, 0.7, -0.9]]], requires_grad=True)
+        v = m.tensor([[0.3, -1.2, 0.8], [1.5, 0.1, -0.4]], requires_grad=True)
+        low, pd, corr = T.LowerCholeskyTransform(), T.PositiveDefiniteTransform(), T.CorrCholeskyTransform()
+        c = corr(v)
+        ladj = corr.log_abs_det_jacobian(v, c)
+        r = T.ReshapeTransform((2, 3), (3, 2))
+        return (low(x), low.inv(low(x)), pd(x), pd.inv(pd(x)), c, corr.inv(c), ladj,
+                m.autograd.grad(ladj.sum() + c.sum(), v)[0], r(v), r.log_abs_det_jacobian(v, r(v)),
+                m.distributions.constraints.corr_cholesky.check(c), tuple(corr.forward_shape((5, 6))),
+                tuple(corr.inverse_shape((4, 4))))
+    t, e = _both(build)
+    assert e[-2:] == t[-2:]
+    assert_same(e[:-2], t[:-2], rtol=1e-5, atol=1e-6)
+    for m in (torch, ember):
+        with pytest.raises(ValueError, match="flattened lower-diagonal"):
+            m.distributions.transforms.CorrCholeskyTransform().forward_shape((4,))
+
+
+def test_transform_identity_inverse_cache_and_equality():
+    T = ember.distributions.transforms
+    exp = T.ExpTransform()
+    assert exp.inv.inv is exp and exp.inv == T.ExpTransform().inv and exp != T.SigmoidTransform()
+    assert T.AffineTransform(1.0, 2.0) == T.AffineTransform(1.0, 2.0) != T.AffineTransform(1.0, 3.0)
+    # with a cache, inverting an output returns the very input (AbsTransform is not injective)
+    cached = T.AbsTransform(cache_size=1)
+    x = ember.tensor([-1.0, 2.0])
+    assert cached.inv(cached(x)) is x
+    assert T.AbsTransform().inv(T.AbsTransform()(x)).tolist() == [1.0, 2.0]
+    with pytest.raises(ValueError, match="cache_size"):
+        T.ExpTransform(cache_size=2)
+    assert T.ComposeTransform([T.ExpTransform(), T.SoftmaxTransform()]).domain.event_dim == 1
+    with pytest.raises(ValueError, match="domain.event_dim or .codomain.event_dim"):
+        T.CorrCholeskyTransform().event_dim  # noqa: B018
+    assert repr(T.identity_transform) == repr(torch.distributions.transforms.identity_transform)
+
+
+def test_biject_to_and_transform_to():
+    def build(m):
+        D = m.distributions
+        C = D.constraints
+        cons = [C.real, C.positive, C.nonnegative, C.greater_than(2.0), C.less_than(-1.0), C.unit_interval,
+                C.interval(-1.0, 3.0), C.half_open_interval(0.0, 2.0), C.simplex, C.real_vector,
+                C.independent(C.positive, 1), C.cat([C.positive, C.real], dim=-1, lengths=[2, 1]),
+                C.stack([C.positive, C.unit_interval, C.real], dim=-1)]
+        x = m.tensor([[0.3, -1.2, 0.8], [1.5, 0.1, -0.4]])
+        out, names = [], []
+        for registry in (D.biject_to, D.transform_to):
+            for c in cons:
+                t = registry(c)
+                y = t(x)
+                names.append(repr(t))
+                out += [y, c.check(y)]
+        matrix = m.tensor([[0.3, -1.2], [1.5, 0.1]])
+        for c in (C.lower_cholesky, C.positive_definite, C.corr_cholesky):
+            y = D.transform_to(c)(matrix if c is not C.corr_cholesky else m.tensor([0.4]))
+            out += [y, c.check(y)]
+        return out, names
+    t, e = _both(build)
+    assert e[1] == t[1]
+    assert_same(e[0], t[0], rtol=1e-5, atol=1e-6)
+    for m in (torch, ember):
+        with pytest.raises(NotImplementedError, match="Cannot transform _Boolean"):
+            m.distributions.biject_to(m.distributions.constraints.boolean)
+
+
+def test_new_constraints():
+    def build(m):
+        C = m.distributions.constraints
+        x = m.tensor([[[2.0, 0.0], [1.0, 3.0]], [[1.0, 2.0], [2.0, -1.0]]])
+        s = x @ x.mT
+        return [c.check(v) for c, v in [
+            (C.lower_cholesky, x), (C.lower_triangular, x), (C.square, x), (C.symmetric, s), (C.symmetric, x),
+            (C.positive_definite, s), (C.positive_definite, m.tensor([[1.0, 2.0], [2.0, 1.0]])),
+            (C.positive_semidefinite, s), (C.corr_cholesky, m.eye(2)), (C.multinomial(5), x.abs()),
+            (C.cat([C.positive, C.real], dim=-1, lengths=[1, 1]), x),
+            (C.stack([C.positive, C.real], dim=-1), x)]]
+    t, e = _both(build)
+    assert_same(e, t)
+    C = ember.distributions.constraints
+    assert (C.lower_cholesky.event_dim, C.positive_definite.event_dim, C.multinomial(3).is_discrete) == (2, 2, True)
+    assert repr(C.positive_definite) == repr(torch.distributions.constraints.positive_definite)
+
+
+# ---- distributions ------------------------------------------------------------------------------------------------
+
+X3 = [0.5, 1.0, 2.5]
+
+
+def _spec(m, name):
+    """Distributions whose samples are transforms of uniform/normal/exponential/Cauchy draws (seeded samples equal
+    PyTorch's) and whose densities need no ember-special, with points of their support."""
+    D, t = m.distributions, m.tensor
+    cov = t([[2.0, 0.3, 0.0], [0.3, 1.0, 0.2], [0.0, 0.2, 0.5]])
+    return {
+        "Exponential": (lambda p: D.Exponential(p[0]), [t([0.5, 1.0, 3.0])], t(X3)),
+        "Laplace": (lambda p: D.Laplace(p[0], p[1]), [t([0.0, 1.0, -1.0]), t([1.0, 2.0, 0.5])], t([0.5, 1.0, -2.0])),
+        "LogNormal": (lambda p: D.LogNormal(p[0], p[1]), [t([0.0, 1.0, -1.0]), t([1.0, 2.0, 0.5])], t(X3)),
+        "Cauchy": (lambda p: D.Cauchy(p[0], p[1]), [t([0.0, 1.0, -1.0]), t([1.0, 2.0, 0.5])], t([0.5, 1.0, -2.0])),
+        "Gumbel": (lambda p: D.Gumbel(p[0], p[1]), [t([0.0, 1.0, -1.0]), t([1.0, 2.0, 0.5])], t([0.5, 1.0, -2.0])),
+        "HalfNormal": (lambda p: D.HalfNormal(p[0]), [t([1.0, 2.0, 0.5])], t(X3)),
+        "HalfCauchy": (lambda p: D.HalfCauchy(p[0]), [t([1.0, 2.0, 0.5])], t(X3)),
+        "Geometric": (lambda p: D.Geometric(p[0]), [t([0.2, 0.5, 0.9])], t([0.0, 1.0, 4.0])),
+        "MultivariateNormal": (lambda p: D.MultivariateNormal(p[0], p[1]), [t([0.5, 1.5, 3.0]), cov],
+                               t([[0.0, 1.0, 7.0], [1.0, 2.0, 3.0]])),
+        "MultivariateNormal(precision)": (lambda p: D.MultivariateNormal(p[0], precision_matrix=p[1]),
+                                          [t([0.5, 1.5, 3.0]), cov], t([[0.0, 1.0, 7.0], [1.0, 2.0, 3.0]])),
+        "MultivariateNormal(scale_tril)": (lambda p: D.MultivariateNormal(p[0].expand(2, 3), scale_tril=p[1]),
+                                           [t([0.5, 1.5, 3.0]), m.linalg.cholesky(cov)], t([0.0, 1.0, 7.0])),
+        "LowRankMultivariateNormal": (lambda p: D.LowRankMultivariateNormal(p[0], p[1], p[2]),
+                                      [t([0.5, 1.5, 3.0]), t([[1.0, 0.0], [0.5, 2.0], [0.1, 0.3]]), t([1.0, 0.5, 2.0])],
+                                      t([[0.0, 1.0, 7.0], [1.0, 2.0, 3.0]])),
+    }[name]
+
+
+def _props(d):
+    out = []
+    for name in ("mean", "mode", "variance", "stddev"):
+        try:
+            out.append(getattr(d, name))
+        except NotImplementedError:
+            out.append(None)
+    return out
+
+
+@pytest.mark.parametrize("name", ["Exponential", "Laplace", "LogNormal", "Cauchy", "Gumbel", "HalfNormal",
+                                  "HalfCauchy", "Geometric", "MultivariateNormal", "MultivariateNormal(precision)",
+                                  "MultivariateNormal(scale_tril)", "LowRankMultivariateNormal"])
+def test_distribution_against_torch(name):
+    def build(m):
+        make, params, x = _spec(m, name)
+        d = make(params)
+        s = d.sample((4,))
+        out = [s, d.log_prob(x), d.log_prob(s), d.entropy(), d.sample()] + _props(d)
+        if d.has_rsample:
+            out.append(d.rsample((2,)))
+        e = d.expand((5,) + tuple(d.batch_shape))
+        es = e.sample()
+        out += [es, e.log_prob(es)]
+        info = (tuple(d.batch_shape), tuple(d.event_shape), tuple(e.batch_shape), repr(d.support), d.has_rsample,
+                type(d).__name__ == type(e).__name__)
+        return out, info
+    t, e = _both(build)
+    assert e[1] == t[1]
+    assert_same(e[0], t[0], rtol=2e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["Exponential", "Laplace", "LogNormal", "Cauchy", "Gumbel", "HalfNormal",
+                                  "HalfCauchy", "MultivariateNormal", "MultivariateNormal(precision)",
+                                  "LowRankMultivariateNormal"])
+def test_rsample_and_log_prob_gradients(name):
+    def build(m):
+        make, params, x = _spec(m, name)
+        params = [p.clone().requires_grad_(True) for p in params]
+        d = make(params)
+        loss = (d.rsample((3,)) ** 2).sum() + d.log_prob(x).sum() + d.entropy().sum()
+        return m.autograd.grad(loss, params)
+    t, e = _both(build)
+    assert_same(e, t, rtol=1e-4, atol=1e-5)
+
+
+def test_cdf_icdf_without_special():
+    def build(m):
+        D, t = m.distributions, m.tensor
+        p = t([0.1, 0.5, 0.9])
+        out = []
+        for d, x in [(D.Exponential(t([0.5, 1.0, 3.0])), t(X3)), (D.Laplace(t([0.0, 1.0, -1.0]), 2.0), t(X3)),
+                     (D.Cauchy(t([0.0, 1.0, -1.0]), 2.0), t(X3)), (D.Gumbel(t([0.0, 1.0, -1.0]), 2.0), t(X3)),
+                     (D.HalfCauchy(t([1.0, 2.0, 0.5])), t(X3))]:
+            out += [d.cdf(x), d.icdf(p)]
+        return out
+    t, e = _both(build)
+    assert_same(e, t, rtol=1e-5, atol=1e-6)
+
+
+def test_transformed_distribution():
+    def build(m):
+        D, T = m.distributions, m.distributions.transforms
+        loc = m.tensor([0.0, 1.0], requires_grad=True)
+        d = D.TransformedDistribution(D.Normal(loc, m.tensor([1.0, 0.5])),
+                                      [T.AffineTransform(1.0, -2.0), T.SigmoidTransform()])
+        s = d.rsample((3,))
+        lp = d.log_prob(m.tensor([0.2, 0.7]))
+        # a vector transform makes the event one-dimensional and sums the base log-densities
+        v = D.TransformedDistribution(D.Normal(m.zeros(2, 3), m.ones(2, 3)), T.StickBreakingTransform())
+        y = v.sample()
+        # the transform's parameters broadcast the base distribution
+        b = D.TransformedDistribution(D.Exponential(m.tensor(1.0)), T.AffineTransform(m.tensor([1.0, 2.0]), 3.0))
+        u = D.TransformedDistribution(D.Uniform(m.tensor([0.0]), m.tensor([1.0])), T.AffineTransform(2.0, -3.0))
+        return ((s, lp, m.autograd.grad(lp.sum() + s.sum(), loc)[0], y, v.log_prob(y), b.sample(),
+                 b.log_prob(m.tensor([1.5, 2.5])), u.cdf(m.tensor([-0.5])), u.icdf(m.tensor([0.25])),
+                 d.expand((4, 2)).sample()),
+                [tuple(x.batch_shape) + (None,) + tuple(x.event_shape) for x in (d, v, b)] + [repr(v.support)])
+    t, e = _both(build)
+    assert e[1] == t[1]
+    assert_same(e[0], t[0], rtol=1e-5, atol=1e-6)
+    for m in (torch, ember):
+        with pytest.raises(ValueError, match="transforms must be a Transform or list"):
+            m.distributions.TransformedDistribution(m.distributions.Normal(0.0, 1.0), "exp")
+
+
+def test_multinomial_samples_as_torch():
+    def build(m):
+        d = m.distributions.Multinomial(6, m.tensor([[0.2, 0.3, 0.5], [0.1, 0.1, 0.8]]))
+        return d.sample((3,)), d.mean, d.variance, tuple(d.batch_shape), tuple(d.event_shape)
+    t, e = _both(build)
+    assert e[3:] == t[3:]
+    assert_same(e[:3], t[:3])
+
+
+def _invalid(m):
+    """(construction, message it raises) pairs, run under ``m``."""
+    D, t = m.distributions, m.tensor
+    return [(lambda: D.Exponential(t([-1.0])), "constraint GreaterThan"),
+            (lambda: D.Laplace(t([0.0]), t([0.0])), "constraint GreaterThan"),
+            (lambda: D.Geometric(t([0.0])), "to be positive"),
+            (lambda: D.MultivariateNormal(t(0.0), m.eye(1)), "loc must be at least one-dimensional"),
+            (lambda: D.MultivariateNormal(t([0.0]), m.eye(1), scale_tril=m.eye(1)), "Exactly one of"),
+            (lambda: D.MultivariateNormal(t([0.0, 0.0]), t([[1.0, 2.0], [2.0, 1.0]])), "PositiveDefinite"),
+            (lambda: D.LowRankMultivariateNormal(t([0.0, 0.0]), t([1.0, 0.0]), t([1.0, 1.0])),
+             "cov_factor must be at least two-dimensional"),
+            (lambda: D.Exponential(t([1.0])).log_prob(t([-1.0])), "support"),
+            (lambda: D.Geometric(t([0.5])).log_prob(t([1.5])), "support"),
+            (lambda: D.MultivariateNormal(t([0.0, 0.0]), m.eye(2)).log_prob(t([0.0, 0.0, 0.0])), "event_shape")]
+
+
+def test_new_validation_errors_as_torch():
+    for m in (torch, ember):
+        for make, match in _invalid(m):
+            with pytest.raises(ValueError, match=match):
+                make()
+        with pytest.raises(NotImplementedError, match="inhomogeneous total_count"):
+            m.distributions.Multinomial(m.tensor(3), m.tensor([0.5, 0.5]))

@@ -30,7 +30,9 @@ class Geometric(Distribution):
         super().__init__(ember.Size() if isinstance(given, numbers.Number) else param.size(),
                          validate_args=validate_args)
         if self._validate_args and probs is not None and not bool(self.probs.gt(0).all()):
-            raise ValueError("All elements of probs must be greater than 0")
+            p = self.probs  # (unit_interval admits 0, which has no geometric distribution)
+            raise ValueError(f"Expected parameter probs ({type(p).__name__} of shape {tuple(p.shape)}) of distribution "
+                             f"{self!r} to be positive but found invalid values:\n{p[~(p > 0)]}")
 
     def expand(self, batch_shape, _instance=None):
         return expand_params(self, Geometric, batch_shape, _instance, ["probs", "logits"])

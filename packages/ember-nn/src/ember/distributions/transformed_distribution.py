@@ -19,10 +19,12 @@ class TransformedDistribution(Distribution):
     def __init__(self, base_distribution, transforms, validate_args=None):
         if isinstance(transforms, Transform):
             self.transforms = [transforms]
-        elif isinstance(transforms, list) and all(isinstance(t, Transform) for t in transforms):
+        elif isinstance(transforms, list):
+            if not all(isinstance(t, Transform) for t in transforms):
+                raise ValueError("transforms must be a Transform or a list of Transforms")
             self.transforms = transforms
         else:
-            raise ValueError(f"transforms must be a Transform or a list of Transforms, but was {transforms}")
+            raise ValueError(f"transforms must be a Transform or list, but was {transforms}")
         base_shape = base_distribution.batch_shape + base_distribution.event_shape
         base_event_dim = len(base_distribution.event_shape)
         transform = ComposeTransform(self.transforms)

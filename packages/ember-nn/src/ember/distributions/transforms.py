@@ -646,7 +646,7 @@ class CorrCholeskyTransform(Transform):
         m = shape[-1]
         n = round((0.25 + 2 * m) ** 0.5 + 0.5)
         if n * (n - 1) // 2 != m:
-            raise ValueError("Input is not a flattend lower-diagonal number")
+            raise ValueError("Input is not a flattened lower-diagonal number")
         return shape[:-1] + (n, n)
 
     def inverse_shape(self, shape):
