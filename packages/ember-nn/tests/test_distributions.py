@@ -421,3 +421,102 @@ def test_new_validation_errors_as_torch():
                 make()
         with pytest.raises(NotImplementedError, match="inhomogeneous total_count"):
             m.distributions.Multinomial(m.tensor(3), m.tensor([0.5, 0.5]))
+
+
+def _special_spec(m, name):
+    """Distributions whose densities need lgamma/digamma (ember-special) and whose samplers are PyTorch's own
+    rejection algorithms (seeded samples differ), with points of their support."""
+    D, t = m.distributions, m.tensor
+    return {
+        "Gamma": (lambda p: D.Gamma(p[0], p[1]), [t([0.5, 1.0, 3.0]), t([1.0, 2.0, 0.5])], t(X3)),
+        "Chi2": (lambda p: D.Chi2(p[0]), [t([0.5, 1.5, 3.0])], t(X3)),
+        "Beta": (lambda p: D.Beta(p[0], p[1]), [t([0.5, 1.0, 3.0]), t([1.0, 2.0, 0.5])], t([0.2, 0.5, 0.9])),
+        "Dirichlet": (lambda p: D.Dirichlet(p[0]), [t([[0.5, 1.0, 3.0], [2.0, 2.0, 2.0]])], t([0.2, 0.5, 0.3])),
+        "StudentT": (lambda p: D.StudentT(p[0], p[1], p[2]),
+                     [t([0.5, 1.5, 3.0]), t([0.0, 1.0, 2.0]), t([1.0, 2.0, 0.5])], t([0.5, 1.0, -2.0])),
+        "Poisson": (lambda p: D.Poisson(p[0]), [t([0.5, 1.0, 30.0])], t([0.0, 1.0, 27.0])),
+        "Binomial": (lambda p: D.Binomial(10, p[0]), [t([0.1, 0.5, 0.9])], t([0.0, 4.0, 10.0])),
+        "Binomial(logits)": (lambda p: D.Binomial(t([5.0, 10.0, 20.0]), logits=p[0]), [t([-1.0, 0.0, 3.0])],
+                             t([0.0, 4.0, 10.0])),
+        "Multinomial": (lambda p: D.Multinomial(6, p[0]), [t([[0.2, 0.3, 0.5], [0.1, 0.1, 0.8]])], t([2.0, 1.0, 3.0])),
+    }[name]
+
+
+SPECIAL = ["Gamma", "Chi2", "Beta", "Dirichlet", "StudentT", "Poisson", "Binomial", "Binomial(logits)", "Multinomial"]
+
+
+@pytest.mark.special
+@pytest.mark.parametrize("name", SPECIAL)
+def test_special_distribution_densities(name):
+    def build(m):
+        make, params, x = _special_spec(m, name)
+        params = [p.clone().requires_grad_(True) for p in params]
+        d = make(params)
+        lp = d.log_prob(x)
+        try:
+            h = d.entropy()  # (not for Poisson, nor a Binomial of several total counts)
+        except NotImplementedError:
+            h = m.zeros(())
+        try:
+            mode = d.mode
+        except NotImplementedError:
+            mode = None
+        grads = m.autograd.grad(lp.sum() + h.sum(), params)
+        return ([lp, h, d.mean, d.variance, mode, grads, d.expand((2,) + tuple(d.batch_shape)).log_prob(x)],
+                (tuple(d.batch_shape), tuple(d.event_shape), repr(d.support), d.has_rsample))
+    t, e = _both(build)
+    assert e[1] == t[1]
+    assert_same(e[0], t[0], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", SPECIAL)
+def test_rejection_sampler_statistics(name):
+    # PyTorch's rejection samplers draw differently from the same stream: compare moments over many draws instead
+    make, params, _ = _special_spec(ember, name)
+    d = make([p.double() for p in params])
+    ember.manual_seed(0)
+    s = d.sample((4000,))
+    assert tuple(s.shape) == (4000,) + tuple(d.batch_shape) + tuple(d.event_shape)
+    assert bool(d.support.check(s).all())
+    n = 4000 ** 0.5
+    sd = d.variance.sqrt() if name != "StudentT" else d.scale * 2  # (df <= 2 has no finite variance)
+    mean = d.mean if name != "StudentT" else d.loc
+    center = s.mean(0) if name != "StudentT" else s.median(0).values
+    ok = (center - mean).abs() <= 5 * sd / n + 1e-9
+    assert bool(ok.all()), (center, mean)
+    if name not in ("StudentT",):
+        np.testing.assert_allclose(s.var(0).numpy(), d.variance.numpy(), rtol=0.15)
+
+
+@pytest.mark.special
+def test_gamma_family_rsample_gradient():
+    # E[X] = concentration / rate: the mean of reparameterised samples' gradients estimates d/dc E[X] = 1 / rate
+    c = ember.tensor([0.3, 1.0, 4.0], dtype=ember.float64, requires_grad=True)
+    ember.manual_seed(0)
+    ember.distributions.Gamma(c, 2.0).rsample((20000,)).mean(0).sum().backward()
+    np.testing.assert_allclose(c.grad.numpy(), [0.5, 0.5, 0.5], rtol=0.03)
+    # Beta: E[X] = a / (a + b), d/da = b / (a + b)^2
+    a = ember.tensor([0.5, 2.0], dtype=ember.float64, requires_grad=True)
+    b = ember.tensor([1.0, 3.0], dtype=ember.float64)
+    ember.distributions.Beta(a, b).rsample((20000,)).mean(0).sum().backward()
+    np.testing.assert_allclose(a.grad.numpy(), [1 / 2.25, 3 / 25], rtol=0.05)
+
+
+@pytest.mark.special
+def test_cdfs_needing_special():
+    def build(m):
+        D, t = m.distributions, m.tensor
+        ln, hn = D.LogNormal(t([0.0, 1.0, -1.0]), t([1.0, 2.0, 0.5])), D.HalfNormal(t([1.0, 2.0, 0.5]))
+        p = t([0.1, 0.5, 0.9])
+        return (ln.cdf(t(X3)), ln.icdf(p), hn.cdf(t(X3)), hn.icdf(p),
+                D.Gamma(t([0.5, 1.0, 3.0]), t([1.0, 2.0, 0.5])).cdf(t(X3)))
+    t, e = _both(build)
+    assert_same(e, t, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.special
+def test_exponential_family_entropy_by_bregman_divergence():
+    # the base class's entropy (from the log-normaliser's gradient) equals the closed forms
+    D = ember.distributions
+    for d in (D.Exponential(ember.tensor([0.5, 2.0])), D.Gamma(ember.tensor([0.5, 3.0]), ember.tensor([1.0, 2.0]))):
+        np.testing.assert_allclose(D.ExponentialFamily.entropy(d).detach().numpy(), d.entropy().numpy(), rtol=1e-5)

@@ -21,7 +21,7 @@ class Multinomial(Distribution):
             raise NotImplementedError("inhomogeneous total_count is not supported")
         self.total_count = total_count
         self._categorical = Categorical(probs=probs, logits=logits)
-        self._binomial = Binomial(total_count=total_count, probs=probs, logits=logits)
+        self._binomial = Binomial(total_count=total_count, probs=self._categorical.probs)  # (normalised)
         super().__init__(self._categorical.batch_shape, self._categorical.param_shape[-1:],
                          validate_args=validate_args)
 

@@ -19,7 +19,8 @@ def broadcast_all(*values):
         opts = {"dtype": like.dtype if like is not None else ember.get_default_dtype(),
                 "device": like.device if like is not None else None}
         values = [v if isinstance(v, ember.Tensor) else ember.tensor(v, **opts) for v in values]
-    return ember.broadcast_tensors(*values)
+    # (ember.broadcast_tensors records every output in the graph: those of constants are detached, as PyTorch's)
+    return tuple(b if v.requires_grad else b.detach() for v, b in zip(values, ember.broadcast_tensors(*values)))
 
 
 def _standard_normal(shape, dtype, device):
