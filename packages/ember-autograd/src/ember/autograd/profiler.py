@@ -5,7 +5,9 @@ place) and every ``record_function`` block with its wall-clock CPU time; ``prof.
 groups them by name (and by input shapes with ``group_by_input_shape=True``), ``.table()`` prints
 them, ``export_chrome_trace(path)`` writes a trace for chrome://tracing or Perfetto. The backward
 pass is profiled as the ops its VJPs run. With ``use_device="cuda"`` each op's device time is also
-measured with CUDA events.
+measured with CUDA events. With ``profile_memory=True`` an op's ``cpu_memory_usage`` (or
+``device_memory_usage``) is the size of the new tensors it returned (views and in-place results cost
+nothing), a block's the sum over the ops inside; ``with_stack=True`` keeps the Python stack of each call.
 
 Operator callbacks (fleet-wide, "always on" observation):
 
@@ -31,8 +33,10 @@ import itertools
 import json
 import os
 import random
+import sys
 import threading
 import time
+import traceback
 
 from ember import _dispatch
 from ember._tensor import Tensor
@@ -139,7 +143,7 @@ class FunctionEvent:
 
     def __init__(self, name, start_us, input_shapes, parent, is_user_scope):
         self.id = next(_ids)
-        self.name = self.key = name
+        self.name = self.key = self.trace_name = name  # (ember.profiler shows step markers as "ProfilerStep*")
         self.thread = threading.get_ident()
         self.start_us, self.end_us = start_us, None
         self.input_shapes = input_shapes
@@ -148,6 +152,9 @@ class FunctionEvent:
         self.is_user_scope = is_user_scope
         self.device_time_total = 0.0
         self._cuda = None  # (start event, end event) while device times are pending
+        self.stack = []
+        self.self_cpu_memory_usage = self.self_device_memory_usage = 0
+        self.cpu_memory_usage = self.device_memory_usage = 0
 
     @property
     def cpu_time_total(self):
@@ -178,6 +185,26 @@ def _shapes(args):
     return out
 
 
+def _python_stack():
+    """The caller's frames, innermost first, as "file(line): function", leaving out ember's own."""
+    own = tuple(os.path.join(d, "") for d in sys.modules["ember"].__path__)
+    frames = [f for f in traceback.extract_stack() if not f.filename.startswith(own)]
+    return [f"{f.filename}({f.lineno}): {f.name}" for f in reversed(frames)]
+
+
+def _memory(event, result, call):
+    """Charge ``event`` (an op call) with the bytes of the new tensors ``result`` holds."""
+    if call.mode == "inplace":
+        return
+    inputs = {id(t._data) for t in call.tensors()}
+    for t in result if type(result) in (tuple, list) else (result,):
+        if isinstance(t, Tensor) and t._base is None and id(t._data) not in inputs:
+            if t._data.__class__.__module__.startswith("cupy"):
+                event.self_device_memory_usage += t._data.nbytes
+            else:
+                event.self_cpu_memory_usage += t._data.nbytes
+
+
 def _enter(name, args, user_scope):
     """Start recording a call: returns what ``_exit`` needs, or None when nothing observes it."""
     sampled = [cb for cb in _callbacks.values() if cb.prob >= 1.0 or _sampler.random() < cb.prob]
@@ -190,6 +217,8 @@ def _enter(name, args, user_scope):
         stack = _tls.stack
         shapes = _shapes(args) if any(p.record_shapes for p in _active) else []
         event = FunctionEvent(name, _now_us(), shapes, stack[-1] if stack else None, user_scope)
+        if any(p.with_stack for p in _active):
+            event.stack = _python_stack()
         if any(p._device for p in _active):
             event._cuda = _cuda_events()
         stack.append(event)
@@ -209,8 +238,13 @@ def _exit(state):
         stack = _tls.stack
         if stack and stack[-1] is event:
             stack.pop()
-        if event.cpu_parent is not None:
-            event.cpu_parent.cpu_children.append(event)
+        event.cpu_memory_usage += event.self_cpu_memory_usage
+        event.device_memory_usage += event.self_device_memory_usage
+        parent = event.cpu_parent
+        if parent is not None:
+            parent.cpu_children.append(event)
+            parent.cpu_memory_usage += event.cpu_memory_usage
+            parent.device_memory_usage += event.device_memory_usage
     rec.end_us = _now_us()
     for cb, ctx in started:
         if cb.end is not None:
@@ -230,7 +264,10 @@ def _layer(call, call_next):
     state = _enter(f"ember::{name}_" if call.mode == "inplace" and not name.endswith("_") else f"ember::{name}",
                    call.args, False)
     try:
-        return call_next(call)
+        result = call_next(call)
+        if state is not None and state[2] is not None and any(p.profile_memory for p in _active):
+            _memory(state[2], result, call)
+        return result
     finally:
         _exit(state)
 
@@ -268,7 +305,10 @@ class FunctionEventAvg:
         self.count = 0
         self.cpu_time_total = self.self_cpu_time_total = 0.0
         self.device_time_total = self.self_device_time_total = 0.0
+        self.cpu_memory_usage = self.self_cpu_memory_usage = 0
+        self.device_memory_usage = self.self_device_memory_usage = 0
         self.is_user_scope = False
+        self.stack = []
 
     def add(self, e):
         self.count += 1
@@ -276,7 +316,10 @@ class FunctionEventAvg:
         self.self_cpu_time_total += e.self_cpu_time_total
         self.device_time_total += e.device_time_total
         self.self_device_time_total += e.self_device_time_total
+        for attr in ("cpu_memory_usage", "self_cpu_memory_usage", "device_memory_usage", "self_device_memory_usage"):
+            setattr(self, attr, getattr(self, attr) + getattr(e, attr))
         self.is_user_scope = e.is_user_scope
+        self.stack = e.stack
         return self
 
     @property
@@ -290,6 +333,8 @@ class FunctionEventAvg:
     cuda_time_total = property(lambda self: self.device_time_total)
     self_cuda_time_total = property(lambda self: self.self_device_time_total)
     cuda_time = property(lambda self: self.device_time)
+    cuda_memory_usage = property(lambda self: self.device_memory_usage)
+    self_cuda_memory_usage = property(lambda self: self.self_device_memory_usage)
 
     def __repr__(self):
         return (f"<FunctionEventAvg key={self.key} count={self.count} cpu_time_total={_fmt(self.cpu_time_total)} "
@@ -297,16 +342,27 @@ class FunctionEventAvg:
 
 
 _SORT_KEYS = ("cpu_time_total", "self_cpu_time_total", "cpu_time", "count", "device_time_total",
-              "self_device_time_total", "device_time", "cuda_time_total", "self_cuda_time_total", "cuda_time")
+              "self_device_time_total", "device_time", "cuda_time_total", "self_cuda_time_total", "cuda_time",
+              "cpu_memory_usage", "self_cpu_memory_usage", "device_memory_usage", "self_device_memory_usage",
+              "cuda_memory_usage", "self_cuda_memory_usage")
+
+
+def _fmt_bytes(n):
+    for unit, size in (("Gb", 1 << 30), ("Mb", 1 << 20), ("Kb", 1 << 10)):
+        if abs(n) >= size:
+            return f"{n / size:.2f} {unit}"
+    return f"{n} b"
 
 
 class EventList(list):
     """A list of FunctionEvents or FunctionEventAvgs with reporting helpers."""
 
-    def key_averages(self, group_by_input_shape=False):
+    def key_averages(self, group_by_input_shape=False, group_by_stack_n=0):
+        """One FunctionEventAvg per name (and input shapes, and innermost ``group_by_stack_n`` frames)."""
         groups = {}
         for e in self:
-            key = (e.name, str(e.input_shapes)) if group_by_input_shape else e.name
+            key = (e.name, str(e.input_shapes) if group_by_input_shape else None,
+                   tuple(e.stack[:group_by_stack_n]) if group_by_stack_n > 0 else None)
             avg = groups.get(key)
             if avg is None:
                 avg = groups[key] = FunctionEventAvg(e.name, e.input_shapes if group_by_input_shape else None)
@@ -336,12 +392,18 @@ class EventList(list):
             rows = rows[:row_limit]
         total_self = self.self_cpu_time_total or 1.0
         device = any(e.device_time_total for e in self)
+        memory = [(label, attr) for label, attr in (("CPU Mem", "cpu_memory_usage"),
+                                                     ("Self CPU Mem", "self_cpu_memory_usage"),
+                                                     ("CUDA Mem", "device_memory_usage"),
+                                                     ("Self CUDA Mem", "self_device_memory_usage"))
+                  if any(getattr(e, attr) for e in self)]
         shapes = any(getattr(e, "input_shapes", None) for e in rows)
         names = [(getattr(e, "key", None) or e.name) for e in rows]
         name_w = min(max(len("Name"), *(len(n) for n in names)) if names else 4, max_name_column_width)
         cols = ["Self CPU %", "Self CPU", "CPU total %", "CPU total", "CPU time avg"]
         if device:
             cols += ["Self CUDA", "CUDA total", "CUDA time avg"]
+        cols += [label for label, _ in memory]
         cols.append("# of Calls")
         widths = [name_w] + [12] * len(cols)
         shape_text = [str(e.input_shapes) for e in rows] if shapes else []
@@ -360,6 +422,7 @@ class EventList(list):
             if device:
                 cells += [_fmt(e.self_device_time_total), _fmt(e.device_time_total),
                           _fmt(e.device_time_total / max(getattr(e, "count", 1), 1))]
+            cells += [_fmt_bytes(getattr(e, attr)) for _, attr in memory]
             cells.append(str(getattr(e, "count", 1)))
             if shapes:
                 cells.append(shape_text[k][:max_shapes_column_width])
@@ -369,14 +432,19 @@ class EventList(list):
             lines.append(f"Self CUDA time total: {_fmt(sum(e.self_device_time_total for e in self))}")
         return "\n".join(lines) + "\n"
 
-    def export_chrome_trace(self, path):
-        """Write the events as a Chrome trace (JSON "X" events, microseconds)."""
+    def chrome_trace(self):
+        """The events as a Chrome trace document (JSON "X" events, microseconds)."""
         pid = os.getpid()
-        trace = [{"name": e.name, "ph": "X", "cat": "user_annotation" if e.is_user_scope else "cpu_op",
+        trace = [{"name": e.trace_name, "ph": "X", "cat": "user_annotation" if e.is_user_scope else "cpu_op",
                   "ts": e.start_us, "dur": e.cpu_time_total, "pid": pid, "tid": e.thread,
-                  "args": {"Input Dims": e.input_shapes}} for e in self]
+                  "args": {"Input Dims": e.input_shapes, **({"Call stack": ";".join(e.stack)} if e.stack else {})}}
+                 for e in self]
+        return {"traceEvents": trace, "displayTimeUnit": "ms"}
+
+    def export_chrome_trace(self, path):
+        """Write the events as a Chrome trace, for chrome://tracing or Perfetto."""
         with open(path, "w") as f:
-            json.dump({"traceEvents": trace, "displayTimeUnit": "ms"}, f)
+            json.dump(self.chrome_trace(), f)
 
     def __str__(self):
         return self.table()
@@ -386,9 +454,9 @@ class profile:
     """Record the op calls made inside the block (see the module docstring).
 
     ``record_shapes`` keeps each call's input shapes; ``use_device="cuda"`` (or ``use_cuda=True``) also
-    times each op on the GPU. ``with_flops``, ``profile_memory``, ``with_stack``, ``with_modules``,
-    ``use_kineto``, ``experimental_config``, ``acc_events`` and ``custom_trace_id_callback`` are accepted
-    for compatibility and have no effect.
+    times each op on the GPU; ``profile_memory`` and ``with_stack`` as the module docstring says.
+    ``with_flops``, ``with_modules``, ``use_kineto``, ``experimental_config``, ``acc_events`` and
+    ``custom_trace_id_callback`` are accepted for compatibility and have no effect.
     """
 
     def __init__(self, enabled=True, *, use_cuda=False, use_device=None, record_shapes=False, with_flops=False,
@@ -398,6 +466,8 @@ class profile:
             raise ValueError(f"profile: unsupported use_device {use_device!r}; ember can time 'cuda' only")
         self.enabled = enabled
         self.record_shapes = record_shapes
+        self.profile_memory = profile_memory
+        self.with_stack = with_stack
         self._device = bool(use_cuda or use_device == "cuda")
         self._events = []
         self._running = False
@@ -439,8 +509,8 @@ class profile:
     def events(self):
         return self.function_events
 
-    def key_averages(self, group_by_input_shape=False):
-        return self.function_events.key_averages(group_by_input_shape)
+    def key_averages(self, group_by_input_shape=False, group_by_stack_n=0):
+        return self.function_events.key_averages(group_by_input_shape, group_by_stack_n)
 
     def total_average(self):
         return self.function_events.total_average()
