@@ -128,6 +128,79 @@ def test_breakpoint_stops_one_rank(ranks):
     assert results["ember"][0][0] == ["call 0", "call 1", "call 2", stop.format(0), "stopped"]
 
 
+def _group_methods(rank, world, libname):
+    """The collectives as methods of a group object (group ranks, options structures, Works), on the default group
+    and on a ProcessGroupGloo made from a store."""
+    lib, dist = _libs(libname)
+    dist.init_process_group("gloo")
+    out = {}
+
+    def run(pg, label):
+        def full(value, n=2):
+            return lib.full((n,), float(value))
+        t = full(rank + 1)
+        pg.allreduce(t).wait()
+        out[label, "allreduce"] = t
+        opts = dist.AllreduceOptions()
+        opts.reduceOp = dist.ReduceOp.MAX
+        t = full(rank + 1)
+        pg.allreduce([t], opts).wait()
+        out[label, "allreduce max"] = t
+        t, u = full(rank), full(rank * 2)
+        pg.broadcast(t, 1).wait()
+        opts = dist.BroadcastOptions()
+        opts.rootRank = world - 1
+        pg.broadcast([u], opts).wait()
+        out[label, "broadcast"] = t, u
+        t = full(rank + 1)
+        pg.reduce(t, 1, dist.ReduceOp.PRODUCT).wait()
+        out[label, "reduce"] = t if rank == 1 else None
+        outs = [full(-1) for _ in range(world)]
+        pg.allgather([outs], [full(rank)]).wait()
+        flat = lib.zeros(2 * world)
+        pg._allgather_base(flat, full(rank * 3)).wait()
+        out[label, "allgather"] = outs, flat
+        opts = dist.GatherOptions()
+        opts.rootRank = 1
+        outs = [full(-1) for _ in range(world)]
+        pg.gather([outs] if rank == 1 else [], [full(rank + 5)], opts).wait()
+        out[label, "gather"] = outs if rank == 1 else None
+        opts = dist.ScatterOptions()
+        got = full(-1)
+        pg.scatter([got], [[full(10 + r) for r in range(world)]] if rank == 0 else [], opts).wait()
+        out[label, "scatter"] = got
+        got = full(-1)
+        pg.reduce_scatter([got], [[full(rank + r) for r in range(world)]], dist.ReduceScatterOptions()).wait()
+        small = lib.zeros(1)
+        pg._reduce_scatter_base(small, lib.arange(world, dtype=lib.float32) + rank).wait()
+        out[label, "reduce_scatter"] = got, small
+        got = lib.zeros(world)
+        pg.alltoall_base(got, lib.arange(world, dtype=lib.float32) + 10 * rank, [], []).wait()
+        outs = [full(-1) for _ in range(world)]
+        pg.alltoall(outs, [full(rank * 10 + r) for r in range(world)]).wait()
+        out[label, "alltoall"] = got, outs
+        pg.barrier().wait()
+        t = full(rank + 7)
+        (pg.send([t], 1, 3) if rank == 0 else pg.recv([t], 0, 3) if rank == 1 else pg.barrier()).wait()
+        out[label, "send/recv"] = t
+        if rank < 2:
+            t = full(rank + 9)
+            work = pg.send([t], 1, 4) if rank == 0 else pg.recv_anysource([t], 4)
+            work.wait()
+            out[label, "recv_anysource"] = t, work.source_rank() if rank == 1 else None
+    run(dist.group.WORLD, "default group")
+    store = dist.PrefixStore("standalone", dist.distributed_c10d._get_default_store())
+    run(dist.ProcessGroupGloo(store, rank, world, T(seconds=60)), "ProcessGroupGloo")
+    def plain(x):
+        return x.numpy().tolist() if hasattr(x, "numpy") else [plain(y) for y in x] if isinstance(x, list) else x
+    return {k: [plain(x) for x in (v if isinstance(v, tuple) else [v])] for k, v in out.items()}
+
+
+def test_group_methods(ranks):
+    results = {name: ranks(2).run(_group_methods, name) for name, _ in LIBS}
+    assert results["ember"] == results["torch"]
+
+
 def _rank0_destroys_first(rank, world, path):
     """Rank 0 destroys its group as soon as it is made; the others use the job's store afterwards (a slow rank
     still initialising or destroying), then destroy theirs."""

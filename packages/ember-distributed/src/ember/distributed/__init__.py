@@ -8,6 +8,18 @@ from ember._extensions import lazy_submodule
 
 from ._breakpoint import breakpoint  # noqa: F401
 from ._errors import DistBackendError, DistError, DistNetworkError, DistStoreError, QueueEmptyError  # noqa: F401
+from ._process_group_ops import (  # noqa: F401
+    AllgatherOptions,
+    AllreduceCoalescedOptions,
+    AllreduceOptions,
+    AllToAllOptions,
+    BarrierOptions,
+    BroadcastOptions,
+    GatherOptions,
+    ReduceOptions,
+    ReduceScatterOptions,
+    ScatterOptions,
+)
 from ._reducer import (  # noqa: F401
     _DEFAULT_FIRST_BUCKET_BYTES,
     BuiltinCommHookType,
@@ -30,6 +42,7 @@ from .distributed_c10d import (  # noqa: F401
     GroupMember,
     GroupName,
     ProcessGroup,
+    ProcessGroupGloo,
     RankType,
     default_pg_timeout,
     destroy_process_group,

@@ -121,6 +121,12 @@ def all_reduce_coalesced(tensors, op=ReduceOp.SUM, group=None, async_op=False):
     warnings.warn("torch.distributed.all_reduce_coalesced will be deprecated. If you must use it, please revisit "
                   "our documentation later at https://pytorch.org/docs/main/distributed.html#collective-functions",
                   FutureWarning, stacklevel=2)
+    work = _all_reduce_coalesced(tensors, op, group, async_op)
+    return work.get_future() if async_op and work is not None else None
+
+
+def _all_reduce_coalesced(tensors, op, group, async_op):
+    """all_reduce_coalesced's call (without its deprecation warning): the Work, or None outside the group."""
     if isinstance(tensors, ember.Tensor):
         tensors = [tensors]
     _check_tensor_list(tensors, "tensor")
@@ -131,8 +137,7 @@ def all_reduce_coalesced(tensors, op=ReduceOp.SUM, group=None, async_op=False):
     red = _red(op, "all_reduce_coalesced")
     if any(t.is_complex() for t in tensors) and not supports_complex(red):
         raise ValueError(f"all_reduce does not support {op} on complex tensors")
-    work = _backend(pg, tensors[0]).allreduce([_real(t) for t in tensors], red, async_op)
-    return work.get_future() if async_op else None
+    return _backend(pg, tensors[0]).allreduce([_real(t) for t in tensors], red, async_op)
 
 
 def broadcast(tensor, src=None, group=None, async_op=False, group_src=None):

@@ -14,6 +14,7 @@ import ember
 
 from . import _backends
 from ._errors import DistStoreError
+from ._process_group_ops import CollectiveMethods
 from ._store import PrefixStore, Store, TCPStore
 from .collectives import *  # noqa: F403 - torch's distributed_c10d holds the collectives too
 from .rendezvous import rendezvous
@@ -191,9 +192,10 @@ def set_debug_level_from_env():
 
 # ------------------------------------------------------------------------------------------------------ ProcessGroup
 
-class ProcessGroup:
+class ProcessGroup(CollectiveMethods):
     """A set of ranks running collectives together: this process's ``rank()`` in it, its ``size()``, the backend
-    serving each device type (``backend`` is the one of the group's default device) and its store."""
+    serving each device type (``backend`` is the one of the group's default device) and its store. Its methods
+    (``allreduce``, ``broadcast``, ... see _process_group_ops) run collectives on it, taking group ranks."""
 
     def __init__(self, store, rank, size):
         self._store, self._rank, self._size = store, rank, size
@@ -262,6 +264,18 @@ class ProcessGroup:
         """Stop the group's backends at once, failing their pending work."""
         for backend in self._each_backend():
             (getattr(backend, "abort", None) or backend.shutdown)()
+
+
+class ProcessGroupGloo(ProcessGroup):
+    """A group served by ember's CPU backend, made directly from a store (private to it) by each of its ``size``
+    processes, without init_process_group: ``ProcessGroupGloo(store, rank, size, timeout)``."""
+
+    def __init__(self, store, rank, size, timeout=default_pg_timeout):
+        _check_valid_timeout(timeout)
+        super().__init__(store, rank, size)
+        backend = _backends.create(Backend.GLOO, store, rank, size, timeout, list(range(size)))
+        for device in Backend.backend_capability[Backend.GLOO]:
+            self._register_backend(device, Backend.GLOO, backend)
 
 
 class _World:
