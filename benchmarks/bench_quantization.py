@@ -83,3 +83,56 @@ def qconv2d():
     (xe, pe), (xt, pt) = _conv_inputs(ember), _conv_inputs(torch)
     return interleaved(lambda: ember.ops.quantized.conv2d(xe, pe, 0.05, 64),
                        lambda: torch.ops.quantized.conv2d(xt, pt, 0.05, 64))
+
+
+def _modules(lib):
+    """The converted modules a model runs (``ao.nn.quantized`` Linear and Conv2d, the benchmark rows above through
+    the modules' own kernels) with the same integers in both libraries."""
+    nnq = lib.ao.nn.quantized
+    (x_lin, packed_lin), (x_conv, packed_conv) = _linear_inputs(lib), _conv_inputs(lib)
+    linear = nnq.Linear(1024, 1024)
+    linear.set_weight_bias(*packed_lin.unpack())
+    linear.scale, linear.zero_point = 0.05, 64
+    conv = nnq.Conv2d(16, 32, 3, padding=1)
+    conv.set_weight_bias(*packed_conv.unpack())
+    conv.scale, conv.zero_point = 0.05, 64
+    return (linear, x_lin), (conv, x_conv)
+
+
+@benchmark("ao.nn.quantized.Linear 256x1024 -> 1024 (x86 engine), per-channel weights", goal=1.5)
+def qlinear_module():
+    ember, torch = _ready()
+    ((le, xe), _), ((lt, xt), _) = _modules(ember), _modules(torch)
+    return interleaved(lambda: le(xe), lambda: lt(xt))
+
+
+@benchmark("ao.nn.quantized.Conv2d 32x16x32x32 -> 32, 3x3 (x86 engine)", goal=1.5)
+def qconv2d_module():
+    ember, torch = _ready()
+    (_, (ce, xe)), (_, (ct, xt)) = _modules(ember), _modules(torch)
+    return interleaved(lambda: ce(xe), lambda: ct(xt))
+
+
+def _lstm(lib):
+    """A dynamically quantized LSTM (2 layers, 256 inputs and hidden units; int8 weights) and a float input of 64
+    steps and batch 32, from the same float weights in both libraries."""
+    rng = np.random.default_rng(0)
+    lstm = lib.nn.LSTM(256, 256, num_layers=2).eval()
+    lstm.load_state_dict({k: lib.tensor((rng.standard_normal(tuple(v.shape)) * 0.06).astype(np.float32))
+                          for k, v in lstm.state_dict().items()})
+    q = lib.ao.quantization.quantize_dynamic(lib.nn.Sequential(lstm), {lib.nn.LSTM}, dtype=lib.qint8)[0]
+    x = lib.tensor(rng.standard_normal((64, 32, 256)).astype(np.float32))
+    if lib.__name__ == "ember":  # (timed once the compiled loops its cells use, e.g. sigmoid's, are ready)
+        from ember import _jit
+        with lib.no_grad():
+            q(x)
+        _jit.wait()
+    return q, x
+
+
+@benchmark("dynamic-quantized LSTM 2x256, seq 64, batch 32, forward (x86 engine)", goal=1.5)
+def qlstm_dynamic():
+    ember, torch = _ready()
+    (le, xe), (lt, xt) = _lstm(ember), _lstm(torch)
+    with torch.no_grad(), ember.no_grad():
+        return interleaved(lambda: le(xe), lambda: lt(xt))

@@ -70,7 +70,8 @@ def to_float(acc, x_scale, w_scales, bias, axis=-1):
             y += bias.detach().numpy().astype(_f32).reshape(shape)
         return y
     # the sum as float32 times a float32 scale is exact in float64; adding the bias there, then rounding: the fma
-    y = acc.astype(_f32, copy=False).astype(np.float64) * ats
+    y = acc.astype(_f32, copy=False).astype(np.float64)
+    y *= ats
     if bias is not None:
         y += bias.detach().numpy().astype(np.float64).reshape(shape)
     return y.astype(_f32)
