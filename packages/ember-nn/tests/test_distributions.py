@@ -520,3 +520,50 @@ def test_exponential_family_entropy_by_bregman_divergence():
     D = ember.distributions
     for d in (D.Exponential(ember.tensor([0.5, 2.0])), D.Gamma(ember.tensor([0.5, 3.0]), ember.tensor([1.0, 2.0]))):
         np.testing.assert_allclose(D.ExponentialFamily.entropy(d).detach().numpy(), d.entropy().numpy(), rtol=1e-5)
+
+
+COV_A = [[2.0, 0.3, 0.0], [0.3, 1.0, 0.2], [0.0, 0.2, 0.5]]
+COV_B = [[1.0, 0.1, 0.2], [0.1, 2.0, 0.0], [0.2, 0.0, 1.5]]
+
+
+def _kl_pairs(m, special):
+    D, t = m.distributions, m.tensor
+
+    def lr(loc):
+        return D.LowRankMultivariateNormal(t(loc), t([[1.0, 0.0], [0.5, 2.0], [0.1, 0.3]]), t([1.0, 0.5, 2.0]))
+    lr2 = D.LowRankMultivariateNormal(t([1.0, 0.0, -1.0]), t([[0.3, 1.0], [0.2, 0.1], [1.0, 0.0]]), t([0.7, 1.5, 0.2]))
+    mvn = D.MultivariateNormal(t([[0.0, 1.0, 2.0], [1.0, 1.0, 1.0]]), t(COV_A))
+    mvn2 = D.MultivariateNormal(t([1.0, 0.0, -1.0]), t(COV_B))
+    if special:
+        return [(D.Gamma(t([0.5, 2.0]), t([1.0, 3.0])), D.Gamma(t([1.5, 0.2]), t([0.4, 3.0]))),
+                (D.Exponential(t([0.5, 2.0])), D.Gamma(t([1.5, 0.2]), t([0.4, 3.0]))),
+                (D.Beta(t([0.5, 2.0]), t([1.0, 3.0])), D.Beta(t([1.5, 0.2]), t([0.4, 3.0]))),
+                (D.Dirichlet(t([[0.5, 2.0, 1.0]])), D.Dirichlet(t([[1.5, 0.2, 3.0], [1.0, 1.0, 1.0]]))),
+                (D.Gumbel(t([0.5, 2.0]), 1.0), D.Gumbel(t([1.0, 3.0]), t([0.5, 2.0])))]
+    return [(D.Exponential(t([0.5, 2.0])), D.Exponential(t([1.0, 3.0]))),
+            (D.Poisson(t([0.5, 2.0])), D.Poisson(t([1.0, 3.0]))),
+            (D.Laplace(t([0.5, 2.0]), 1.0), D.Laplace(t([1.0, 3.0]), t([0.5, 2.0]))),
+            (D.Geometric(t([0.5, 0.2])), D.Geometric(t([0.1, 0.3]))),
+            (D.Binomial(t([5.0, 6.0]), t([0.5, 0.2])), D.Binomial(t([5.0, 5.0]), t([0.1, 0.3]))),
+            (D.Cauchy(t([0.5, 2.0]), 1.0), D.Cauchy(t([1.0, 3.0]), t([0.5, 2.0]))),
+            (D.HalfNormal(t([0.5, 2.0])), D.HalfNormal(t([1.0, 3.0]))),
+            (D.LogNormal(t([0.5, 2.0]), 1.0), D.LogNormal(t([1.0, 3.0]), t([0.5, 2.0]))),
+            (mvn, mvn2), (lr([[0.0, 1.0, 2.0], [1.0, 1.0, 1.0]]), lr2), (mvn, lr2),
+            (lr([0.0, 1.0, 2.0]), mvn2)]
+
+
+@pytest.mark.parametrize("special", [False, pytest.param(True, marks=pytest.mark.special)])
+def test_more_kl_divergences(special):
+    t, e = _both(lambda m: [m.distributions.kl_divergence(p, q) for p, q in _kl_pairs(m, special)])
+    assert_same(e, t, rtol=1e-5, atol=1e-6)
+
+
+def test_kl_not_implemented_cases_as_torch():
+    for m in (torch, ember):
+        D, t = m.distributions, m.tensor
+        with pytest.raises(NotImplementedError, match="q.total_count > p.total_count"):
+            D.kl_divergence(D.Binomial(t([2.0]), t([0.5])), D.Binomial(t([3.0]), t([0.5])))
+        with pytest.raises(NotImplementedError):  # different transforms
+            D.kl_divergence(D.LogNormal(0.0, 1.0), D.HalfCauchy(1.0))
+        with pytest.raises(ValueError, match="different event shapes"):
+            D.kl_divergence(D.MultivariateNormal(m.zeros(2), m.eye(2)), D.MultivariateNormal(m.zeros(3), m.eye(3)))
