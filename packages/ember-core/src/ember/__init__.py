@@ -113,6 +113,13 @@ def numel(input):
 
 def __getattr__(name):
     dist = _extensions.PROVIDERS.get(name)
+    home = _extensions.ATTRIBUTES.get(name)
+    if home is not None:
+        try:
+            return getattr(_importlib.import_module(home), name)
+        except ModuleNotFoundError as e:  # its distribution is not installed: the error below names it
+            if not home.startswith(f"{e.name}."):
+                raise
     try:
         return _extensions.lazy_submodule(__name__, name)
     except AttributeError:

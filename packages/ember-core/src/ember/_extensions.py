@@ -26,6 +26,10 @@ PROVIDERS = {
     "distributed": "ember-distributed", "distributions": "ember-nn",
     **dict.fromkeys(SPECIAL, "ember-special"),
 }
+# functions of the ember namespace that another distribution implements, imported on first use: name -> module
+ATTRIBUTES = dict.fromkeys(("ctc_loss", "grid_sampler", "grid_sampler_2d", "grid_sampler_3d", "gru", "lstm",
+                            "rnn_relu", "rnn_tanh"), "ember.nn._torch_functions")
+PROVIDERS.update(dict.fromkeys(ATTRIBUTES, "ember-nn"))
 TENSOR_PROVIDERS = {
     "backward": "ember-autograd", "register_hook": "ember-autograd", "retain_grad": "ember-autograd",
     "register_post_accumulate_grad_hook": "ember-autograd", "retains_grad": "ember-autograd",

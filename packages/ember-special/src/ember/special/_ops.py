@@ -591,9 +591,15 @@ def logit(input, eps=None, *, out=None):
     return _logit(input, eps=None if eps is None else float(eps), out=out)
 
 
-public(logit_op, logit, method=lambda self, eps=None: logit(self, eps),
-       inplace=lambda self, eps=None: self.copy_(logit(self, eps)) if self.dtype in (ember.float16, ember.bfloat16)
-       else logit_op.inplace_fn(self, eps=None if eps is None else float(eps)))
+def logit_(input, eps=None):
+    """In-place ``logit``: ``input`` becomes its log-odds (``torch.logit_``, ``Tensor.logit_``)."""
+    if input.dtype in (ember.float16, ember.bfloat16):
+        return input.copy_(logit(input, eps))
+    return logit_op.inplace_fn(input, eps=None if eps is None else float(eps))
+
+
+logit_.__module__ = "ember"
+public(logit_op, logit, method=lambda self, eps=None: logit(self, eps), inplace=logit_)
 
 
 @special_op("sinc", public=True)

@@ -6,8 +6,9 @@ def install(ember):
     from ember import _registry
     from ember._tensor import Tensor
 
-    from . import _common
+    from . import _common, _ops
 
     _registry.install(vars(ember), _common.OPS)
+    ember.logit_ = _ops.logit_  # the in-place function form, which the registry makes only for in-place ops
     for name, method in _common.METHODS.items():
         setattr(Tensor, name, method)
