@@ -201,6 +201,34 @@ def test_group_methods(ranks):
     assert results["ember"] == results["torch"]
 
 
+def _splits(rank, world):
+    """split_group of the default group and of a subgroup (parent group ranks), with ranks in no split."""
+    lib, dist = _libs("ember")
+    dist.init_process_group("gloo")
+    out = {}
+    pairs = dist.split_group(split_ranks=[[2, 3], [1, 0]])
+    out["pairs"] = (dist.get_process_group_ranks(pairs), _summed(lib, dist, rank, pairs))
+    out["evens"] = dist.split_group(split_ranks=[[0, 2]]) is None
+    parent = dist.new_group([1, 2, 3])  # group ranks 0, 1, 2 are global ranks 1, 2, 3
+    if rank:
+        last = dist.split_group(parent, [[0], [2, 1]])
+        out["of a subgroup"] = (dist.get_process_group_ranks(last), dist.get_rank(last), _summed(lib, dist, rank, last))
+    out["errors"] = [_error(lambda: dist.split_group(split_ranks=ranks)) for ranks in ([], [[0, 0]], [[0, 4]])]
+    return out
+
+
+def test_split_group(ranks):
+    results = ranks(4).run(_splits)
+    for rank, out in enumerate(results):
+        mates = [0, 1] if rank < 2 else [2, 3]
+        assert out["pairs"] == (mates, [sum(r + 1.0 for r in mates)] * 2)
+        assert out["evens"] is (rank % 2 == 1)
+        assert out["errors"] == ["ValueError"] * 3
+    assert results[1]["of a subgroup"] == ([1], 0, [2.0, 2.0])
+    assert results[2]["of a subgroup"] == ([2, 3], 0, [7.0, 7.0])
+    assert results[3]["of a subgroup"] == ([2, 3], 1, [7.0, 7.0])
+
+
 def _rank0_destroys_first(rank, world, path):
     """Rank 0 destroys its group as soon as it is made; the others use the job's store afterwards (a slow rank
     still initialising or destroying), then destroy theirs."""

@@ -73,6 +73,7 @@ from .distributed_c10d import (  # noqa: F401
     new_subgroups_by_enumeration,
     set_debug_level,
     set_debug_level_from_env,
+    split_group,
     timedelta,
 )
 from .rendezvous import register_rendezvous_handler, rendezvous  # noqa: F401

@@ -288,6 +288,7 @@ class _World:
         self.pg_group_ranks = {}  # group -> {global rank: group rank}
         self.pg_backend_config = {}  # group -> "cpu:gloo,..."
         self.group_count = 0
+        self.split_counts = {}  # group -> how many times split_group split it
         self.rendezvous_store = None  # the store init_process_group made (released on destroy)
 
 
@@ -622,10 +623,10 @@ def _release_rendezvous_store(world_size=None):
 
 
 def new_group(ranks=None, timeout=None, backend=None, pg_options=None, use_local_synchronization=False,
-              group_desc=None, device_id=None, sort_ranks=True):
+              group_desc=None, device_id=None, sort_ranks=True, *, _group_name=None):
     """A group of the processes of global ranks ``ranks`` (None: all). Every process of the default group calls it,
     in the same order, members or not (non-members get NON_GROUP_MEMBER) — unless ``use_local_synchronization``,
-    where only members call it (others get None)."""
+    where only members call it (others get None). (``_group_name``: split_group's name for it.)"""
     default = _get_default_group()
     if device_id is None:
         device_id = default.bound_device_id
@@ -655,7 +656,7 @@ def new_group(ranks=None, timeout=None, backend=None, pg_options=None, use_local
         group_rank = ranks.index(global_rank) if global_rank in ranks else None
     else:
         ranks, group_rank = list(range(global_size)), global_rank
-    name = _process_group_name(ranks, use_hashed_name=use_local_synchronization)
+    name = _group_name or _process_group_name(ranks, use_hashed_name=use_local_synchronization)
     pg, pg_store = _new_process_group_helper(len(ranks), group_rank, ranks, backend, default_store, name,
                                              backend_options=pg_options, timeout=timeout, device_id=device_id,
                                              group_desc=group_desc)
@@ -709,6 +710,43 @@ def new_subgroups_by_enumeration(ranks_per_subgroup_list, timeout=None, backend=
     return mine, subgroups
 
 
+def split_group(parent_pg=None, split_ranks=None, timeout=None, pg_options=None, group_desc=None, backend=None):
+    """Subgroups of ``parent_pg`` (default: the default group), made by all its processes together: ``split_ranks``
+    lists disjoint lists of ranks in the parent group; returns this process's subgroup (None if in none of them). Its
+    backend is the parent's (or ``backend``). PyTorch splits NCCL groups only; ember splits any."""
+    if not split_ranks:
+        raise ValueError("split_ranks cannot be None or empty")
+    default = _get_default_group()
+    parent_pg = parent_pg or default
+    if parent_pg not in _world.pg_group_ranks:
+        raise ValueError(f"Group {parent_pg} is not registered")
+    to_group = _world.pg_group_ranks[parent_pg]
+    if default.rank() not in to_group:
+        raise ValueError(f"Global rank {default.rank()} is not part of the parent group {parent_pg}")
+    to_global = {r: g for g, r in to_group.items()}
+    me, mine = to_group[default.rank()], None
+    for ranks in split_ranks:
+        if len(ranks) == 0:
+            raise ValueError("the split group cannot be empty")
+        if len(ranks) != len(set(ranks)):
+            raise ValueError("the split group cannot have duplicate ranks")
+        outside = [r for r in ranks if r not in to_global]
+        if outside:
+            raise ValueError(f"Ranks {outside} of split group {list(ranks)} are not ranks of the parent group "
+                             f"(of size {parent_pg.size()})")
+        if me in ranks and mine is None:
+            mine = sorted(ranks)
+    # the name: the same on the members (every process of the parent counts its splits alike; the number of groups
+    # each process made, which new_group's hashed names count, may differ between them)
+    count = _world.split_counts[parent_pg] = _world.split_counts.get(parent_pg, 0) + 1
+    if mine is None:
+        return None
+    ranks = [to_global[r] for r in mine]
+    name = hashlib.sha1(f"{_world.pg_names[parent_pg]}/split {count}/{ranks}".encode(), usedforsecurity=False)
+    return new_group(ranks, timeout=timeout, backend=backend or _world.pg_map[parent_pg][0], pg_options=pg_options,
+                     use_local_synchronization=True, group_desc=group_desc, _group_name=name.hexdigest())
+
+
 def destroy_process_group(group=None):
     """Shut down ``group``'s backends and forget it; with None (or WORLD), every group, the default one included
     (init_process_group may then be called again)."""
@@ -726,7 +764,8 @@ def destroy_process_group(group=None):
                 each.shutdown()
         finally:
             _world.default_pg = None
-            for table in (_world.pg_map, _world.pg_names, _world.pg_group_ranks, _world.pg_backend_config):
+            for table in (_world.pg_map, _world.pg_names, _world.pg_group_ranks, _world.pg_backend_config,
+                          _world.split_counts):
                 table.clear()
             _world.group_count = 0
             _release_rendezvous_store(world_size)
@@ -734,7 +773,8 @@ def destroy_process_group(group=None):
         try:
             pg.shutdown()
         finally:
-            for table in (_world.pg_map, _world.pg_names, _world.pg_group_ranks, _world.pg_backend_config):
+            for table in (_world.pg_map, _world.pg_names, _world.pg_group_ranks, _world.pg_backend_config,
+                          _world.split_counts):
                 table.pop(pg, None)
 
 
@@ -773,4 +813,4 @@ __all__ = ["Backend", "BackendConfig", "DebugLevel", "GroupMember", "ProcessGrou
            "get_pg_count", "get_process_group_ranks", "get_rank", "get_world_size", "group", "init_process_group",
            "is_backend_available", "is_gloo_available", "is_initialized", "is_mpi_available", "is_nccl_available",
            "is_torchelastic_launched", "is_ucc_available", "is_xccl_available", "new_group", "new_subgroups",
-           "new_subgroups_by_enumeration", "set_debug_level", "set_debug_level_from_env"]
+           "new_subgroups_by_enumeration", "set_debug_level", "set_debug_level_from_env", "split_group"]
