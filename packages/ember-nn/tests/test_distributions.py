@@ -567,3 +567,106 @@ def test_kl_not_implemented_cases_as_torch():
             D.kl_divergence(D.LogNormal(0.0, 1.0), D.HalfCauchy(1.0))
         with pytest.raises(ValueError, match="different event shapes"):
             D.kl_divergence(D.MultivariateNormal(m.zeros(2), m.eye(2)), D.MultivariateNormal(m.zeros(3), m.eye(3)))
+
+
+def _more_spec(m, name):
+    """name -> (distribution, a value in its support)."""
+    D, t = m.distributions, m.tensor
+    mix_components = D.Normal(t([[-1.0, 0.0, 2.0], [1.0, 1.0, 1.0]]), t([[0.5, 1.0, 2.0], [1.0, 2.0, 3.0]]))
+    return {
+        "Pareto": (D.Pareto(t([1.0, 1.5, 0.5]), t([0.5, 2.0, 3.0])), t([1.5, 2.0, 3.0])),
+        "LogisticNormal": (D.LogisticNormal(t([1.0, 1.5]), t([0.5, 2.0])), t([0.5, 0.2, 0.3])),
+        "RelaxedBernoulli": (D.RelaxedBernoulli(t(0.5), t([0.1, 0.5, 0.9])), t([0.5, 0.2, 0.3])),
+        "ContinuousBernoulli": (D.ContinuousBernoulli(t([0.1, 0.5, 0.4999, 0.9])), t([0.5, 0.2, 0.3, 0.9])),
+        "ContinuousBernoulli(logits)": (D.ContinuousBernoulli(logits=t([-2.0, 0.0, 1e-4, 3.0])),
+                                        t([0.5, 0.2, 0.3, 0.9])),
+        "GeneralizedPareto": (D.GeneralizedPareto(t([0.0, 0.1, -0.2]), t([1.0, 2.0, 0.5]), t([0.0, 0.3, -0.4])),
+                              t([0.5, 0.2, 0.3])),
+        "VonMises": (D.VonMises(t([1.0, 3.0, -2.0]), t([0.3, 5.0, 9.0])), t([0.5, 2.0, 5.0])),
+        "MixtureSameFamily": (D.MixtureSameFamily(D.Categorical(t([[0.2, 0.3, 0.5], [0.6, 0.2, 0.2]])),
+                                                  mix_components), t([0.5, 2.0])),
+        "MixtureSameFamily(Independent)": (D.MixtureSameFamily(D.Categorical(t([0.2, 0.8])), D.Independent(
+            D.Normal(t([[-1.0, 0.0], [2.0, 1.0]]), t([[0.5, 1.0], [2.0, 1.0]])), 1)), t([[0.5, 1.0], [2.0, 0.0]])),
+        "OneHotCategoricalStraightThrough": (D.OneHotCategoricalStraightThrough(t([0.2, 0.3, 0.5])),
+                                             t([0.0, 1.0, 0.0])),
+        # ember-special below (lgamma/digamma)
+        "Weibull": (D.Weibull(t([1.0, 1.5, 0.5]), t([0.5, 2.0, 3.0])), t([1.5, 2.0, 3.0])),
+        "Kumaraswamy": (D.Kumaraswamy(t([1.0, 1.5, 0.5]), t([0.5, 2.0, 3.0])), t([0.5, 0.2, 0.3])),
+        "RelaxedOneHotCategorical": (D.RelaxedOneHotCategorical(t(0.5), t([0.1, 0.5, 0.4])), t([0.5, 0.2, 0.3])),
+        "InverseGamma": (D.InverseGamma(t([1.0, 1.5, 3.0]), t([0.5, 2.0, 1.0])), t([0.5, 0.2, 0.3])),
+        "NegativeBinomial": (D.NegativeBinomial(t([0.5, 3.0, 5.5]), t([0.1, 0.5, 0.9])), t([0.0, 2.0, 5.0])),
+        "NegativeBinomial(logits)": (D.NegativeBinomial(t([0.0, 3.0, 5.5]), logits=t([-1.0, 0.5, 2.0])),
+                                     t([0.0, 2.0, 5.0])),
+        "FisherSnedecor": (D.FisherSnedecor(t([1.0, 3.0, 5.5]), t([3.0, 5.0, 9.0])), t([0.5, 2.0, 5.0])),
+    }[name]
+
+
+def _evaluate(m, d, x, samples):
+    """What ``d`` computes, None where it raises NotImplementedError (as PyTorch must then too)."""
+    def get(f):
+        try:
+            return f()
+        except NotImplementedError:
+            return None
+    out = [d.log_prob(x), get(d.entropy), get(lambda: d.mean), get(lambda: d.mode), get(lambda: d.variance),
+           get(lambda: d.cdf(x)), get(lambda: d.expand((2,) + tuple(d.batch_shape)).log_prob(x))]
+    if samples:
+        out += [d.sample((3,)), get(lambda: d.rsample((2,)))]
+    return out, (tuple(d.batch_shape), tuple(d.event_shape), repr(d.support), d.has_rsample)
+
+
+PLAIN = ["Pareto", "LogisticNormal", "RelaxedBernoulli", "ContinuousBernoulli", "ContinuousBernoulli(logits)",
+         "GeneralizedPareto", "VonMises", "MixtureSameFamily", "MixtureSameFamily(Independent)",
+         "OneHotCategoricalStraightThrough"]
+WITH_SPECIAL = [("Weibull", True), ("Kumaraswamy", True), ("RelaxedOneHotCategorical", True),
+                ("InverseGamma", False), ("NegativeBinomial", False), ("NegativeBinomial(logits)", False),
+                ("FisherSnedecor", False)]
+
+
+@pytest.mark.parametrize("name,samples", [(n, True) for n in PLAIN] + [
+    pytest.param(n, s, marks=pytest.mark.special) for n, s in WITH_SPECIAL])
+def test_more_distributions_against_torch(name, samples):
+    t, e = _both(lambda m: _evaluate(m, *_more_spec(m, name), samples))
+    assert e[1] == t[1]
+    assert_same(e[0], t[0], rtol=2e-5, atol=1e-6)
+
+
+@pytest.mark.special
+@pytest.mark.parametrize("name", ["InverseGamma", "NegativeBinomial", "FisherSnedecor"])
+def test_more_rejection_sampler_statistics(name):
+    d, _ = _more_spec(ember, name)
+    ember.manual_seed(0)
+    s = d.sample((4000,)).double()
+    assert bool(d.support.check(s).all())
+    if name == "InverseGamma":  # (heavy tails: compare medians with the closed-form quantiles' neighbourhood)
+        ref = torch.distributions.InverseGamma(torch.tensor([1.0, 1.5, 3.0]), torch.tensor([0.5, 2.0, 1.0]))
+        torch.manual_seed(0)
+        np.testing.assert_allclose(s.median(0).values.numpy(), ref.sample((4000,)).median(0).values.numpy(), rtol=0.1)
+    else:
+        mean = d.mean.double()
+        ok = ((s.mean(0) - mean).abs() <= 5 * s.std(0) / 4000 ** 0.5) | mean.isnan()
+        assert bool(ok.all()), (s.mean(0), mean)
+
+
+def test_rsample_gradients_of_new_distributions():
+    def build(m):
+        D, t = m.distributions, m.tensor
+        p = [t([1.0, 1.5]).requires_grad_(), t([0.5, 2.0]).requires_grad_(), t([0.2, 0.7]).requires_grad_(),
+             t([0.3, 0.5, 0.2]).requires_grad_()]
+        loss = (D.Pareto(p[0], p[1]).rsample((3,)).sum() + D.LogisticNormal(p[0], p[1]).rsample().pow(2).sum()
+                + D.RelaxedBernoulli(t(0.5), p[2]).rsample((2,)).pow(2).sum()
+                + D.ContinuousBernoulli(p[2]).rsample((2,)).pow(2).sum()
+                + D.GeneralizedPareto(p[0], p[1], p[2]).rsample((2,)).sum()
+                + (D.OneHotCategoricalStraightThrough(p[3]).rsample((2,)) * t([1.0, 2.0, 3.0])).sum())
+        return m.autograd.grad(loss, p)
+    t, e = _both(build)
+    assert_same(e, t, rtol=1e-5, atol=1e-6)
+
+
+def test_mixture_same_family_errors_as_torch():
+    for m in (torch, ember):
+        D, t = m.distributions, m.tensor
+        with pytest.raises(ValueError, match="needs to be an  instance"):
+            D.MixtureSameFamily(D.Normal(0.0, 1.0), D.Normal(t([0.0, 1.0]), 1.0))
+        with pytest.raises(ValueError, match="does not equal"):
+            D.MixtureSameFamily(D.Categorical(t([0.5, 0.5])), D.Normal(t([0.0, 1.0, 2.0]), 1.0))

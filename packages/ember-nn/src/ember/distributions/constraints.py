@@ -317,6 +317,9 @@ class MixtureSameFamilyConstraint(Constraint):
         result = self.base_constraint.check(value.unsqueeze(-1 - self.event_dim))
         return result.reshape(result.shape[:value.dim() - self.event_dim] + (-1,)).all(-1)
 
+    def __repr__(self):
+        return f"{self.__class__.__name__}({self.base_constraint!r})"
+
 
 dependent = _Dependent()
 independent = _IndependentConstraint
