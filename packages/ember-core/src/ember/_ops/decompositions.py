@@ -638,18 +638,47 @@ def _check_householder(name, a, tau):
     _kernel("orgqr_cpu", a)
 
 
-@lop("linalg_householder_product", function=False, method=False, differentiable=False)
+@lop("linalg_householder_product", function=False, method=False)
 def linalg_householder_product(xp, A, tau):
     """The first n columns of the product of Householder reflectors (LAPACK's orgqr)."""
     _check_householder("torch.linalg.householder_product", A, tau)
     return _householder(xp, A, tau, A.shape[-1])
 
 
-@lop("orgqr", differentiable=False)
+@lop("orgqr")
 def orgqr(xp, input, tau):
     """``linalg.householder_product``."""
     _check_householder("torch.linalg.householder_product", input, tau)
     return _householder(xp, input, tau, input.shape[-1])
+
+
+def _householder_vjp(ctx, g):
+    """Q = H_0 ... H_{k-1} E with H_i = I - tau_i v_i v_i^H: the forward's partial products are recomputed (in
+    ember ops, so the gradient is differentiable again), then each reflector's share taken from the left."""
+    a, tau = ctx.args[:2]
+    m, n, k = a.shape[-2], a.shape[-1], tau.shape[-1]
+    rows = _factory.arange(m, device=a.device).unsqueeze(-1)
+    vs = [REGISTRY["where"].fn(rows > i, a[..., i:i + 1], (rows == i).to(a.dtype)) for i in range(k)]
+    taus = [tau[..., i, None, None] for i in range(k)]
+    q = _factory.eye(m, n, dtype=a.dtype, device=a.device).expand(*a.shape[:-2], m, n)
+    partial = [None] * k  # partial[i] = H_{i+1} ... H_{k-1} E, what H_i is applied to
+    for i in reversed(range(k)):
+        partial[i] = q
+        q = q - taus[i] * vs[i] @ (H(vs[i]) @ q)
+    g_cols, g_tau = [], []
+    for i in range(k):
+        v, t, x = vs[i], taus[i], partial[i]
+        w = H(v) @ x
+        g_tau.append(-(H(v) @ g @ H(w))[..., 0, 0])
+        g_v = -(t.conj() * (g @ H(w))) - t * (x @ (H(g) @ v))
+        g_cols.append(REGISTRY["where"].fn(rows > i, g_v, 0.0))
+        g = g - t.conj() * v @ (H(v) @ g)
+    g_cols += [_factory.zeros(a.shape[:-1] + (1,), dtype=a.dtype, device=a.device)] * (n - k)
+    return REGISTRY["cat"].fn(g_cols, -1), REGISTRY["stack"].fn(g_tau, -1)
+
+
+linalg_householder_product.vjp(_householder_vjp)
+orgqr.vjp(_householder_vjp)
 
 
 @lop("ormqr", differentiable=False)
