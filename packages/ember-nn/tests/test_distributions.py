@@ -670,3 +670,51 @@ def test_mixture_same_family_errors_as_torch():
             D.MixtureSameFamily(D.Normal(0.0, 1.0), D.Normal(t([0.0, 1.0]), 1.0))
         with pytest.raises(ValueError, match="does not equal"):
             D.MixtureSameFamily(D.Categorical(t([0.5, 0.5])), D.Normal(t([0.0, 1.0, 2.0]), 1.0))
+
+
+@pytest.mark.special
+@pytest.mark.parametrize("param", ["covariance_matrix", "precision_matrix", "scale_tril"])
+def test_wishart(param):
+    def build(m):
+        cov = m.tensor(COV_A)
+        d = m.distributions.Wishart(m.tensor([4.0, 5.5]), **{param: cov if param != "scale_tril"
+                                                            else m.linalg.cholesky(cov)})
+        x = m.tensor([[1.0, 0.2, 0.0], [0.2, 2.0, 0.1], [0.0, 0.1, 1.5]])
+        return ([d.log_prob(x), d.entropy(), d.mean, d.mode, d.variance, d.precision_matrix, d.covariance_matrix,
+                 d.scale_tril, d.expand((3, 2)).log_prob(x)],
+                (tuple(d.batch_shape), tuple(d.event_shape), repr(d.support), d.has_rsample))
+    t, e = _both(build)
+    assert e[1] == t[1]
+    assert_same(e[0], t[0], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.special
+def test_wishart_and_lkj_samples():
+    ember.manual_seed(0)
+    cov = ember.tensor(COV_A, dtype=ember.float64)
+    d = ember.distributions.Wishart(ember.tensor(5.0, dtype=ember.float64), covariance_matrix=cov)
+    s = d.sample((3000,))
+    assert bool(d.support.check(s).all())
+    np.testing.assert_allclose(s.mean(0).numpy(), d.mean.numpy(), atol=0.35)
+    lkj = ember.distributions.LKJCholesky(3, ember.tensor([0.5, 2.0]))
+    s = lkj.sample((3000,))
+    assert tuple(s.shape) == (3000, 2, 3, 3) and bool(lkj.support.check(s).all())
+    # an off-diagonal correlation of LKJ(eta) in dimension d is 2 Beta(b, b) - 1, b = eta - 1 + d / 2
+    b = np.array([0.5, 2.0]) + 0.5
+    np.testing.assert_allclose((s @ s.mT)[..., 1, 0].var(0).numpy(), 1 / (2 * b + 1), rtol=0.1)
+
+
+@pytest.mark.special
+def test_lkj_cholesky_log_prob_and_errors():
+    def build(m):
+        low = m.linalg.cholesky(m.tensor([[1.0, 0.2, 0.0], [0.2, 1.0, 0.1], [0.0, 0.1, 1.0]]))
+        d = m.distributions.LKJCholesky(3, m.tensor([0.5, 2.0]))
+        return [d.log_prob(low), d.expand((2, 2)).log_prob(low)], (tuple(d.batch_shape), tuple(d.event_shape))
+    t, e = _both(build)
+    assert e[1] == t[1]
+    assert_same(e[0], t[0], rtol=1e-5, atol=1e-6)
+    for m in (torch, ember):
+        with pytest.raises(ValueError, match="greater than or equal to 2"):
+            m.distributions.LKJCholesky(1)
+        with pytest.raises(ValueError, match="expected to be greater than ndim - 1"):
+            m.distributions.Wishart(m.tensor(1.0), m.eye(3))
