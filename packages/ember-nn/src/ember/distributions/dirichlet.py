@@ -67,4 +67,4 @@ class Dirichlet(ExponentialFamily):
         return (self.concentration,)
 
     def _log_normalizer(self, x):
-        return x.lgamma().sum(-1) - ember.lgamma(x.sum(-1))
+        return ember.lgamma(x).sum(-1) - ember.lgamma(x.sum(-1))
