@@ -20,8 +20,10 @@ import time
 import traceback
 from concurrent.futures import ThreadPoolExecutor
 
+import numpy as np
+
 from ember.distributed._errors import DistBackendError
-from ember.distributed._transport import PeerError, Transport
+from ember.distributed._transport import SLOT, SLOTS, PeerError, Transport
 from ember.futures import Future
 
 from . import _rref
@@ -29,6 +31,10 @@ from . import _rref
 TAG = "rpc"
 _CALL, _REMOTE, _OK, _ERR, _ONEWAY = range(5)
 _TICK = 0.05  # seconds between the dispatcher's looks at deadlines, lost peers and RRef deletions
+# Larger buffers to a worker of this host are cut into messages of this size, each through the transport's shared
+# memory (a whole message fits in its slots; a larger frame would go through the socket).
+INBAND_MAX = 16 << 10  # smaller buffers are copied into the pickle: one message frame less to send and receive
+CHUNK = SLOT * SLOTS // 2  # (half the slots: the sender fills one half while the receiver reads the other)
 
 
 class WorkerInfo:
@@ -85,10 +91,27 @@ def _remote_error(worker, exc):
     return RemoteError(exc_type, text)
 
 
+def _join(header, parts, data):
+    """One frame: the length of the header's pickle, the header (kind, request id, meta, parts), the payload."""
+    head = pickle.dumps((*header, parts), protocol=5)
+    return b"".join((len(head).to_bytes(4, "little"), head, data))
+
+
+def _nbytes(frame):
+    return frame.nbytes if hasattr(frame, "nbytes") else len(frame)
+
+
 def _dumps(obj):
+    """Frames of ``obj``: its pickle, then its large buffers (out of band: never copied into the pickle)."""
     buffers = []
-    data = pickle.dumps(obj, protocol=5, buffer_callback=buffers.append)
-    return [data, *(b.raw() for b in buffers)]
+
+    def out_of_band(b):
+        raw = b.raw()
+        if raw.nbytes < INBAND_MAX:
+            return True
+        buffers.append(raw)
+        return False
+    return [pickle.dumps(obj, protocol=5, buffer_callback=out_of_band), *buffers]
 
 
 class _Pending:
@@ -127,6 +150,9 @@ class Agent:
         self.owner_table = _rref.OwnerTable(self)
         self.closed = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True, name=f"ember-rpc-dispatch-{name}")
+
+    def start(self):
+        """Start serving (once the agent is the process's current one: requests may use the RPC API)."""
         self._thread.start()
 
     # ---- calling -------------------------------------------------------------------------------------------
@@ -157,7 +183,7 @@ class Agent:
             self._pending[rid] = _Pending(fut, dst, deadline, int(timeout * 1000))
             self._sent += 1
         try:
-            self.transport.send(dst, TAG, [pickle.dumps((kind, rid, meta)), *frames])
+            self._send(dst, (kind, rid, meta), frames)
         except (PeerError, DistBackendError) as e:
             self._fail(rid, self._lost(dst, e))
         return fut
@@ -165,7 +191,7 @@ class Agent:
     def oneway(self, dst, payload):
         """A message run by ``dst``'s dispatcher with no answer (RRef bookkeeping); lost if ``dst`` is gone."""
         try:
-            self.transport.send(dst, TAG, [pickle.dumps((_ONEWAY, 0, None)), *_dumps(payload)])
+            self._send(dst, (_ONEWAY, 0, None), _dumps(payload))
         except (PeerError, DistBackendError):
             pass
 
@@ -212,16 +238,58 @@ class Agent:
                 self._housekeeping(now)
         self.closed.set()
 
+    def _send(self, dst, header, frames):
+        """Send ``header`` (kind, request id, meta) and the pickled ``frames``; buffers larger than ``CHUNK`` to a
+        worker of this host follow as messages of their own under a tag of this message."""
+        parts = None
+        if dst in self.transport.local_peers:
+            big = [(i, _nbytes(f)) for i, f in enumerate(frames) if _nbytes(f) > CHUNK]
+            if big:
+                parts = (("rpc-part", self.rank, next(self._ids)), big)
+                frames = [b"" if _nbytes(f) > CHUNK else f for f in frames], frames
+        if parts is None:
+            self.transport.send(dst, TAG, [_join(header, None, frames[0]), *frames[1:]])
+            return
+        frames, whole = frames
+        self.transport.send(dst, TAG, [_join(header, parts, frames[0]), *frames[1:]])
+        tag = parts[0]
+        for i, n in parts[1]:
+            view = memoryview(whole[i]).cast("B")
+            for lo in range(0, n, CHUNK):
+                self.transport.send(dst, tag, [view[lo:lo + CHUNK]])
+
+    def _receive_parts(self, src, parts, frames):
+        tag, big = parts
+        deadline = time.monotonic() + max(self.rpc_timeout, 10.0)
+        for i, n in big:
+            buf = np.empty(n, np.uint8)
+            lo = 0
+            while lo < n:
+                m = self.transport.recv(src, tag, deadline)
+                piece = np.frombuffer(m.frames[0], np.uint8)
+                buf[lo:lo + len(piece)] = piece
+                lo += len(piece)
+                m.release()
+            frames[i] = buf
+
     def _dispatch(self, msg):
         frames = msg.frames
         if msg._releases:  # in shared memory: copied out so the sender may reuse the slots at once
-            frames = [bytearray(f) for f in frames]
+            frames = [np.frombuffer(f, np.uint8).copy() if _nbytes(f) > 4096 else bytes(f) for f in frames]
             msg.release()
-        kind, rid, meta = pickle.loads(frames[0])
+        head = memoryview(frames[0])
+        n = int.from_bytes(head[:4], "little")
+        kind, rid, meta, parts = pickle.loads(head[4:4 + n])
         src = msg.src
+        frames = [head[4 + n:], *frames[1:]]
+        if parts is not None:
+            try:
+                self._receive_parts(src, parts, frames)
+            except (PeerError, TimeoutError, DistBackendError):
+                return  # the sender is gone: its request or response with it
         try:
             _rref.SER.src = src
-            payload = pickle.loads(frames[1], buffers=frames[2:])
+            payload = pickle.loads(frames[0], buffers=frames[1:])
             error = None
         except Exception as e:  # noqa: BLE001 - answered (or reported) as an error
             payload, error = None, e
@@ -256,6 +324,8 @@ class Agent:
                 self._respond(src, rid, None, RuntimeError(
                     f"worker {self.info.name} could not unpickle the request: {type(error).__name__}: {error}"),
                     entry)
+            elif _inline(payload[0]):
+                self._serve(src, rid, meta, payload, entry)
             else:
                 self._pool.submit(self._serve, src, rid, meta, payload, entry)
 
@@ -306,7 +376,7 @@ class Agent:
             frames = _dumps(RemoteError(RuntimeError, f"On {self.info}:\ncould not pickle the result: "
                                                       f"{type(e).__name__}: {e}"))
         try:
-            self.transport.send(src, TAG, [pickle.dumps((kind, rid, meta)), *frames])
+            self._send(src, (kind, rid, meta), frames)
         except (PeerError, DistBackendError):
             pass  # the caller is gone
         with self._lock:
@@ -399,6 +469,12 @@ def _settle(fut, value, exc):
         fut.set_exception(exc)
     else:
         fut.set_result(value)
+
+
+def _inline(fn):
+    """Whether the dispatcher runs ``fn`` itself: ember's operators (they never wait on other workers) and the
+    agent's own quick functions; anything else runs on the pool."""
+    return getattr(fn, "__module__", None) == "ember" or getattr(fn, "_rpc_inline", False)
 
 
 def _is_async(fn):

@@ -172,6 +172,7 @@ def _fetch(rref_id):
 
 
 _fetch._wrapped_async_rpc_function = _fetch
+_fetch._rpc_inline = True  # (returns a future at once)
 
 
 def _value_type(rref):
@@ -284,11 +285,7 @@ class RRef:
         from . import api
 
         fetched = api._invoke(self._owner, _fetch, (self._id,), {}, timeout)
-        if created is not None and not created.done():  # whichever comes first: the value or a failed creation
-            either = threading.Event()
-            created.add_done_callback(lambda f: f._exc is not None and either.set())
-            fetched.add_done_callback(lambda f: either.set())
-            either.wait()
+        while created is not None and not fetched._wait_for(0.05):  # or the creation fails first
             if created.done() and created._exc is not None:
                 raise created._exc
         return fetched.wait()

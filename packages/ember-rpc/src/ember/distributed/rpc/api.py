@@ -58,6 +58,7 @@ def init_rpc(name, backend=None, rank=-1, world_size=None, rpc_backend_options=N
             _release(store)
             raise
         _agent, _store = agent, store
+        agent.start()
 
 
 def _release(store):
