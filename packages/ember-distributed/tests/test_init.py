@@ -213,7 +213,7 @@ def _splits(rank, world):
     if rank:
         last = dist.split_group(parent, [[0], [2, 1]])
         out["of a subgroup"] = (dist.get_process_group_ranks(last), dist.get_rank(last), _summed(lib, dist, rank, last))
-    out["errors"] = [_error(lambda: dist.split_group(split_ranks=ranks)) for ranks in ([], [[0, 0]], [[0, 4]])]
+    out["errors"] = [_error(lambda r=r: dist.split_group(split_ranks=r)) for r in ([], [[0, 0]], [[0, 4]])]
     return out
 
 
