@@ -719,3 +719,20 @@ def test_lkj_cholesky_log_prob_and_errors():
             m.distributions.LKJCholesky(1)
         with pytest.raises(ValueError, match="expected to be greater than ndim - 1"):
             m.distributions.Wishart(m.tensor(1.0), m.eye(3))
+
+
+def test_tril_vector_helpers_and_module_layout():
+    def build(m):
+        U = m.distributions.utils
+        v = m.arange(6.0).reshape(1, 6)
+        return [U.vec_to_tril_matrix(v), U.vec_to_tril_matrix(v, diag=-1),
+                U.tril_matrix_to_vec(m.arange(9.0).reshape(3, 3)),
+                U.tril_matrix_to_vec(m.arange(16.0).reshape(4, 4), -2)]
+    t, e = _both(build)
+    assert_same(e, t)
+    for m in (torch, ember):
+        with pytest.raises(ValueError, match="cannot be expressed as the lower triangular part"):
+            m.distributions.utils.vec_to_tril_matrix(m.zeros(5))
+    from ember.distributions.one_hot_categorical import OneHotCategorical
+    from ember.distributions.relaxed_categorical import ExpRelaxedCategorical
+    assert OneHotCategorical is ember.distributions.OneHotCategorical and ExpRelaxedCategorical.has_rsample

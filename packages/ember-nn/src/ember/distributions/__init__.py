@@ -8,7 +8,7 @@ from . import constraints, transforms
 from .bernoulli import Bernoulli
 from .beta import Beta
 from .binomial import Binomial
-from .categorical import Categorical, OneHotCategorical, OneHotCategoricalStraightThrough
+from .categorical import Categorical
 from .cauchy import Cauchy
 from .chi2 import Chi2
 from .constraint_registry import biject_to, transform_to
@@ -38,6 +38,7 @@ from .multinomial import Multinomial
 from .multivariate_normal import MultivariateNormal
 from .negative_binomial import NegativeBinomial
 from .normal import Normal
+from .one_hot_categorical import OneHotCategorical, OneHotCategoricalStraightThrough
 from .pareto import Pareto
 from .poisson import Poisson
 from .relaxed_bernoulli import RelaxedBernoulli

@@ -8,7 +8,7 @@ import ember.nn.functional as F
 from .bernoulli import Bernoulli
 from .beta import Beta
 from .binomial import Binomial
-from .categorical import Categorical, OneHotCategorical
+from .categorical import Categorical
 from .cauchy import Cauchy
 from .dirichlet import Dirichlet
 from .exponential import Exponential
@@ -21,6 +21,7 @@ from .laplace import Laplace
 from .lowrank_multivariate_normal import LowRankMultivariateNormal, _lowrank_logdet, _lowrank_mahalanobis
 from .multivariate_normal import MultivariateNormal, _batch_mahalanobis
 from .normal import Normal
+from .one_hot_categorical import OneHotCategorical
 from .poisson import Poisson
 from .transformed_distribution import TransformedDistribution
 from .uniform import Uniform

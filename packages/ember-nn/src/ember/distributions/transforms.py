@@ -9,7 +9,7 @@ import ember
 import ember.nn.functional as F
 
 from . import constraints
-from .utils import _sum_rightmost, broadcast_all
+from .utils import _sum_rightmost, broadcast_all, tril_matrix_to_vec, vec_to_tril_matrix
 
 __all__ = ["AbsTransform", "AffineTransform", "CatTransform", "ComposeTransform", "CorrCholeskyTransform",
            "CumulativeDistributionTransform", "ExpTransform", "IndependentTransform", "LowerCholeskyTransform",
@@ -583,35 +583,6 @@ def _param_equal(a, b):
     return bool((a == b).all().item())
 
 
-def _tril_positions(n, diag):
-    """Boolean (n, n) mask of the entries on or below diagonal ``diag``."""
-    r = ember.arange(n)
-    return r < r.view(-1, 1) + (diag + 1)
-
-
-def _vec_to_tril(vec, diag=0):
-    """The (n, n) matrices whose entries on and below diagonal ``diag`` are ``vec``'s, row by row; zeros above."""
-    m = vec.shape[-1]
-    # number of entries below diagonal diag of an n x n matrix: n (n + 1 + 2 diag) / 2 + correction for diag < 0
-    n = (-(1 + 2 * diag) + ((1 + 2 * diag) ** 2 + 8 * m + 4 * abs(diag) * (diag + 1)) ** 0.5) / 2
-    if abs(round(n) - n) > 1e-6:
-        raise ValueError("The size of last dimension is not a triangular number.")
-    n = round(n)
-    where = _tril_positions(n, diag).reshape(-1)
-    # gather from [0, vec...]: position k of the matrix takes element 1 + rank of k among the masked positions
-    source = ember.where(where, where.long().cumsum(0), ember.zeros_like(where.long()))
-    padded = F.pad(vec, [1, 0], value=0.0)
-    return padded.index_select(-1, source).reshape(vec.shape[:-1] + (n, n))
-
-
-def _tril_to_vec(mat, diag=0):
-    n = mat.shape[-1]
-    if diag < -n or diag >= n:
-        raise ValueError(f"diag ({diag}) provided is outside [{-n}, {n - 1}].")
-    where = _tril_positions(n, diag).reshape(-1).nonzero().reshape(-1)
-    return mat.reshape(mat.shape[:-2] + (n * n,)).index_select(-1, where)
-
-
 class CorrCholeskyTransform(Transform):
     """A vector of ``n (n - 1) / 2`` reals to the Cholesky factor of an ``n x n`` correlation matrix: tanh
     maps each to a partial correlation in (-1, 1), and stick-breaking makes every row of unit norm."""
@@ -622,7 +593,7 @@ class CorrCholeskyTransform(Transform):
 
     def _call(self, x):
         eps = ember.finfo(x.dtype).eps
-        r = _vec_to_tril(x.tanh().clamp(min=-1 + eps, max=1 - eps), diag=-1)
+        r = vec_to_tril_matrix(x.tanh().clamp(min=-1 + eps, max=1 - eps), diag=-1)
         # row i: r_ij * sqrt(prod_{k<j} (1 - r_ik^2)), and the diagonal takes the remaining length
         remaining = (1 - r ** 2).sqrt().cumprod(-1)
         r = r + ember.eye(r.shape[-1], dtype=r.dtype, device=r.device)
@@ -631,12 +602,12 @@ class CorrCholeskyTransform(Transform):
     def _inverse(self, y):
         left = 1 - ember.cumsum(y * y, dim=-1)
         left_before = F.pad(left[..., :-1], [1, 0], value=1.0)
-        t = _tril_to_vec(y, diag=-1) / _tril_to_vec(left_before, diag=-1).sqrt()
+        t = tril_matrix_to_vec(y, diag=-1) / tril_matrix_to_vec(left_before, diag=-1).sqrt()
         return (t.log1p() - t.neg().log1p()) / 2  # atanh
 
     def log_abs_det_jacobian(self, x, y, intermediates=None):
         left = 1 - (y * y).cumsum(-1)
-        stick = 0.5 * _tril_to_vec(left, diag=-2).log().sum(-1)
+        stick = 0.5 * tril_matrix_to_vec(left, diag=-2).log().sum(-1)
         tanh = -2 * (x + F.softplus(-2 * x) - math.log(2.0)).sum(dim=-1)
         return stick + tanh
 

@@ -4,7 +4,8 @@ import numbers
 import ember
 import ember.nn.functional as F
 
-__all__ = ["broadcast_all", "clamp_probs", "expand_params", "lazy_property", "logits_to_probs", "probs_to_logits"]
+__all__ = ["broadcast_all", "clamp_probs", "expand_params", "lazy_property", "logits_to_probs", "probs_to_logits",
+           "tril_matrix_to_vec", "vec_to_tril_matrix"]
 
 
 def broadcast_all(*values):
@@ -77,3 +78,34 @@ def expand_params(dist, cls, batch_shape, _instance, names):
     Distribution.__init__(new, batch_shape, dist.event_shape, validate_args=False)
     new._validate_args = dist._validate_args
     return new
+
+
+def _tril_positions(n, diag):
+    """Boolean (n, n) mask of the entries on or below diagonal ``diag``."""
+    r = ember.arange(n)
+    return r < r.view(-1, 1) + (diag + 1)
+
+
+def vec_to_tril_matrix(vec, diag=0):
+    """The (n, n) matrices whose entries on and below diagonal ``diag`` are ``vec``'s, row by row; zeros above."""
+    m = vec.shape[-1]
+    # n from m, the count of entries on and below diagonal diag of an n x n matrix (a quadratic in n)
+    n = (-(1 + 2 * diag) + ((1 + 2 * diag) ** 2 + 8 * m + 4 * abs(diag) * (diag + 1)) ** 0.5) / 2
+    if abs(round(n) - n) > 1e-6:
+        raise ValueError(f"The size of last dimension is {m} which cannot be expressed as the lower triangular part "
+                         "of a square D x D matrix.")
+    n = round(n)
+    where = _tril_positions(n, diag).reshape(-1)
+    # gather from [0, vec...]: position k of the matrix takes element 1 + rank of k among the masked positions
+    source = ember.where(where, where.long().cumsum(0), ember.zeros_like(where.long()))
+    padded = F.pad(vec, [1, 0], value=0.0)
+    return padded.index_select(-1, source).reshape(vec.shape[:-1] + (n, n))
+
+
+def tril_matrix_to_vec(mat, diag=0):
+    """The entries of ``mat`` on and below diagonal ``diag``, row by row (the inverse of vec_to_tril_matrix)."""
+    n = mat.shape[-1]
+    if diag < -n or diag >= n:
+        raise ValueError(f"diag ({diag}) provided is outside [{-n}, {n - 1}].")
+    where = _tril_positions(n, diag).reshape(-1).nonzero().reshape(-1)
+    return mat.reshape(mat.shape[:-2] + (n * n,)).index_select(-1, where)
