@@ -1,5 +1,7 @@
 """PyTorch's low-level top-level spellings that ember-nn provides (ember.ctc_loss, ember.grid_sampler*, ember.lstm,
 ember.gru, ember.rnn_tanh, ember.rnn_relu) against torch: values, shapes, dtypes, gradients, errors."""
+import sys
+
 import numpy as np
 import pytest
 import torch
@@ -155,3 +157,14 @@ def test_dropout_between_layers_in_training():
     assert ember.equal(a, b)  # train=False: no dropout
     c = ember.gru(x, h, ws, True, 3, 0.999, True, False, False)[0]
     assert not ember.equal(a, c)
+
+
+def test_namespace_lookup_names_the_distribution(monkeypatch):
+    assert ember.lstm is sys.modules["ember.nn._torch_functions"].lstm
+    # as if ember-nn were not installed: the error names the package to install
+    monkeypatch.setitem(sys.modules, "ember.nn", None)
+    monkeypatch.setitem(sys.modules, "ember.nn._torch_functions", None)
+    with pytest.raises(AttributeError, match="pip install ember-nn"):
+        getattr(ember, "lstm")  # noqa: B009
+    with pytest.raises(AttributeError, match="no attribute 'not_a_function'"):
+        getattr(ember, "not_a_function")  # noqa: B009

@@ -118,7 +118,7 @@ def __getattr__(name):
         try:
             return getattr(_importlib.import_module(home), name)
         except ModuleNotFoundError as e:  # its distribution is not installed: the error below names it
-            if not home.startswith(f"{e.name}."):
+            if not f"{home}.".startswith(f"{e.name}."):
                 raise
     try:
         return _extensions.lazy_submodule(__name__, name)
