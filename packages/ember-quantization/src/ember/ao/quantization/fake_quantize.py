@@ -245,8 +245,9 @@ class FusedMovingAvgObsFakeQuantize(FakeQuantize):
             lo, hi = ember.aminmax(x.to(ember.float32))
         c = apo.averaging_constant
         for running, current in ((apo.min_val, lo), (apo.max_val, hi)):
-            averaged = running + c * (current - running)
-            running.copy_(ember.where(ember.isinf(running), current, averaged))
+            # (the first statistics replace the infinite initial ones: no inf - inf computed)
+            base = ember.where(ember.isinf(running), current, running)
+            running.copy_(base + c * (current - base))
 
 
 def disable_fake_quant(mod):

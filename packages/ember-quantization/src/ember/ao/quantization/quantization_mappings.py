@@ -8,6 +8,7 @@ import ember.ao.nn.intrinsic.quantized as nniq
 import ember.ao.nn.intrinsic.quantized.dynamic as nniqd
 import ember.ao.nn.qat as nnqat
 import ember.ao.nn.qat.dynamic as nnqatd
+import ember.ao.nn.quantizable as nnqa
 import ember.ao.nn.quantized as nnq
 import ember.ao.nn.quantized.dynamic as nnqd
 import ember.nn as nn
@@ -88,8 +89,8 @@ DEFAULT_MODULE_TO_ACT_POST_PROCESS = {
 
 
 def no_observer_set():
-    """Module types whose outputs get no observer (quantizable LSTM/MultiheadAttention: none in ember yet)."""
-    return set()
+    """Module types whose outputs get no observer (the quantizable LSTM observes inside)."""
+    return {nnqa.LSTM}
 
 
 def get_default_static_quant_module_mappings():

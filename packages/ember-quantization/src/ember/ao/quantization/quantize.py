@@ -7,6 +7,7 @@ import itertools
 import warnings
 
 import ember
+import ember.ao.nn.quantizable as nnqa
 import ember.ao.nn.quantized as nnq
 import ember.nn as nn
 from ember.ao.nn.intrinsic import _FusedModule
@@ -39,12 +40,14 @@ __all__ = ["get_default_custom_config_dict", "propagate_qconfig_", "add_quant_de
 
 is_activation_post_process = _is_activation_post_process
 
-_DEFAULT_CUSTOM_CONFIG_DICT = {"float_to_observed_custom_module_class": {},
-                               "observed_to_quantized_custom_module_class": {}}
+# (PyTorch's also map MultiheadAttention: ember has no quantizable MultiheadAttention)
+_DEFAULT_CUSTOM_CONFIG_DICT = {"float_to_observed_custom_module_class": {nn.LSTM: nnqa.LSTM},
+                               "observed_to_quantized_custom_module_class": {nnqa.LSTM: nnq.LSTM}}
 
 
 def get_default_custom_config_dict():
-    """Custom module mappings used by default (PyTorch's quantizable LSTM/MultiheadAttention: none in ember)."""
+    """Custom module mappings used by default: ``nn.LSTM`` observed as the quantizable LSTM, which converts to
+    the quantized one."""
     return _DEFAULT_CUSTOM_CONFIG_DICT
 
 

@@ -10,10 +10,11 @@ from .embedding_ops import Embedding, EmbeddingBag
 from .functional_modules import FloatFunctional, FXFloatFunctional, QFunctional
 from .linear import Linear
 from .normalization import GroupNorm, InstanceNorm1d, InstanceNorm2d, InstanceNorm3d, LayerNorm
+from .rnn import LSTM  # (last: it builds on the quantizable LSTM, which uses FloatFunctional)
 
 __all__ = ["BatchNorm2d", "BatchNorm3d", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d",
            "ConvTranspose3d", "DeQuantize", "ELU", "Embedding", "EmbeddingBag", "GroupNorm", "Hardswish",
-           "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d", "LayerNorm", "LeakyReLU", "Linear", "PReLU",
+           "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d", "LayerNorm", "LeakyReLU", "Linear", "LSTM", "PReLU",
            "Quantize", "ReLU6", "Sigmoid", "Softmax", "Dropout", "FloatFunctional", "FXFloatFunctional",
            "QFunctional"]
 

@@ -1,0 +1,3 @@
+from .rnn import LSTM, LSTMCell
+
+__all__ = ["LSTM", "LSTMCell"]
