@@ -16,6 +16,9 @@ allreduce STEPS MODE  ember: STEPS all_reduce steps checked against their expect
                       at step 2 of the first attempt; "raise1": rank 1 raises at step 2 of the first attempt;
                       "" none. Steps take 50 ms more while $JOB_OUT/slow exists. Writes the final total to
                       $JOB_OUT/total_<rank>.
+ranksum STEPS         ember: each rank adds rank * 1000 + step to its own running sum, committed with the
+                      in-memory State after each step (a barrier between steps); writes the sum to
+                      $JOB_OUT/mine_<rank> (right only if every restart restored each rank's own commit)
 hang                  ember: rank 1 hangs inside timer.expires(1) on the first attempt (the agent's watchdog
                       kills it)
 """
@@ -79,6 +82,25 @@ def allreduce(steps, mode):
     dist.destroy_process_group()
 
 
+def ranksum(steps):
+    import ember.distributed as dist
+    from ember.distributed.elastic.state import State
+
+    dist.init_process_group("gloo")
+    rank = dist.get_rank()
+    state = State(step=0, mine=0)
+    state.restore()
+    for step in range(state.step, steps):
+        state.mine = state.mine + rank * 1000 + step
+        state.step = step + 1
+        state.commit()
+        dist.barrier()
+        if os.path.exists(_out("slow")):
+            time.sleep(0.05)
+    _write(f"mine_{rank}", json.dumps({"mine": state.mine, "world": dist.get_world_size(), "restart": RESTART}))
+    dist.destroy_process_group()
+
+
 def hang():
     from ember.distributed.elastic import timer
     timer.configure(timer.FileTimerClient(os.environ["TORCHELASTIC_TIMER_FILE"]))
@@ -129,6 +151,8 @@ def main():
         sleep_until_signal()
     elif mode == "allreduce":
         record_from("ember")(allreduce)(int(args[0]), args[1] if len(args) > 1 else "")
+    elif mode == "ranksum":
+        record_from("ember")(ranksum)(int(args[0]))
     elif mode == "hang":
         hang()
 

@@ -364,3 +364,17 @@ def test_custom_agent_steps_and_policies():
                                          rdzv_handler=_handler("scripted2"), max_restarts=0), [WorkerState.FAILED])
     assert exhausted.run().is_failed() and exhausted.get_worker_group().state == WorkerState.FAILED
     assert spec.get_entrypoint_name() == "x"
+
+
+def test_launcher_does_not_import_ray():
+    """Ray is imported only on the Ray path (emberrun --ray-address, ember.distributed.elastic.ray)."""
+    import subprocess
+    code = ("import sys, ember, ember.distributed.run, ember.distributed.elastic.agent.server; "
+            "sys.exit('ray' in sys.modules)")
+    assert subprocess.run([sys.executable, "-c", code]).returncode == 0
+
+
+def test_failure_report_names_the_host_given():
+    failure = ProcessFailure(local_rank=0, pid=1, exitcode=-9, error_file="")
+    failure.host = "node-b (Ray node 1234)"
+    assert "host      : node-b (Ray node 1234)" in str(ChildFailedError("job", {3: failure}))

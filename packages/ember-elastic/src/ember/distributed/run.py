@@ -13,6 +13,10 @@ Several nodes, elastic between 2 and 4 of them (run the same command on each)::
     emberrun --nnodes 2:4 --nproc-per-node 8 --max-restarts 3 --rdzv-id job1 --rdzv-backend c10d \\
              --rdzv-endpoint node1.example.com:29400 train.py
 
+On a Ray cluster (the same script and worker environment; nodes are placement groups, see docs/elastic.md)::
+
+    emberrun --ray-address auto --nnodes 2:4 --nproc-per-node 8 --max-restarts 3 train.py
+
 Every option may also come from an environment variable ``PET_<OPTION>`` (``PET_NPROC_PER_NODE=4``); the command
 line wins. A signal sent to emberrun (SIGTERM, SIGINT, SIGHUP, SIGQUIT) is passed on to every worker.
 """
@@ -135,6 +139,16 @@ def get_args_parser():
                  "or 30).")
     _option(parser, "--virtual-local-rank", action=_EnvFlag,
             help="LOCAL_RANK=0 for every worker, each seeing only its own GPU (CUDA_VISIBLE_DEVICES).")
+    _option(parser, "--ray-address", action=_Env, type=str, default=None,
+            help="Run the job on a Ray cluster: 'auto' (the cluster of this machine), 'ray://<head>:10001' (Ray "
+                 "Client), '<head>:6379', or 'local' (start Ray on this machine). Each node of --nnodes MIN:MAX is a "
+                 "placement group of --nproc-per-node CPUs; --max-restarts counts for the whole job; the rendezvous "
+                 "options are not used.")
+    _option(parser, "--ray-placement", action=_Env, type=str, default="spread", choices=["spread", "pack"],
+            help="With --ray-address: put the job's nodes on distinct Ray nodes where possible (spread) or "
+                 "anywhere (pack).")
+    _option(parser, "--ray-gpus", action=_EnvFlag,
+            help="With --ray-address: each node's bundle is --nproc-per-node GPUs (else CPUs).")
     parser.add_argument("training_script", type=str,
                         help="The training program (a Python script unless --no-python or -m), followed by its "
                              "arguments.")
@@ -260,8 +274,19 @@ def run_script_path(training_script, *training_script_args):
     runpy.run_path(training_script, run_name="__main__")
 
 
+def _run_on_ray(args):
+    from ember.distributed.elastic.ray import ray_launch  # imports Ray: only on this path
+    if args.rdzv_id == "none":
+        args.rdzv_id = str(uuid.uuid4())
+    config, cmd, cmd_args = config_from_args(args)
+    return ray_launch(config, cmd, address=args.ray_address, placement=args.ray_placement,
+                      gpus=args.ray_gpus)(*cmd_args)
+
+
 def run(args):
     """Launch with parsed options (as ``main`` does after parsing)."""
+    if args.ray_address:
+        return _run_on_ray(args)
     if args.standalone:
         args.rdzv_backend, args.rdzv_endpoint, args.rdzv_id = "c10d", "localhost:0", str(uuid.uuid4())
         logger.info("\n**************************************\nRendezvous info:\n--rdzv-backend=%s --rdzv-endpoint=%s "

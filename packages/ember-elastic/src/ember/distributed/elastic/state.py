@@ -16,6 +16,10 @@ The agent keeps each local rank's last two commits, so that ranks which crashed 
 committed epoch 5, another died before) still restore the same epoch: the newest one all of them hold. Outside an
 elastic agent (no EMBER_ELASTIC_STATE_STORE), commits stay in this process and ``restore()`` finds nothing after a
 restart.
+
+Under Ray (``emberrun --ray-address``), the node's agent also keeps each rank's last commit in Ray's object store,
+with a copy on another node of the job: ``commit()`` returns once both exist, and a node started in place of a
+lost one restores the lost node's last commit.
 """
 import io
 import os
@@ -26,6 +30,7 @@ from ember.distributed import HashStore, TCPStore
 __all__ = ["State"]
 
 _ENV = "EMBER_ELASTIC_STATE_STORE"
+_MIRROR_ENV = "EMBER_ELASTIC_STATE_MIRROR"
 _NO_COMMIT = -1
 
 
@@ -91,6 +96,9 @@ class State:
         version = self._version + 1
         self._store.set(self._key(f"v{version}"), self._payload())
         self._store.set(self._key("latest"), str(version))
+        if os.environ.get(_MIRROR_ENV) == "1":
+            # under Ray the agent copies the commit to Ray's object store on two nodes before this returns
+            self._store.wait([self._key(f"m{version}")])
         if version >= 2:
             self._store.delete_key(self._key(f"v{version - 2}"))
         self.__dict__["_version"] = version

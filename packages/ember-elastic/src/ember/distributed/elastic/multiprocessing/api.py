@@ -52,7 +52,7 @@ def _install_signal_handlers():
                        "This could lead to orphaned worker processes if the torchrun is terminated.")
         return
     names = os.environ.get("TORCHELASTIC_SIGNALS_TO_HANDLE", "SIGTERM,SIGINT,SIGHUP,SIGQUIT")
-    for name in names.split(","):
+    for name in filter(None, names.split(",")):  # "" (an agent under Ray): none
         try:
             signal.signal(getattr(signal, name.strip()), _terminate_process_handler)
         except (AttributeError, ValueError, RuntimeError):

@@ -37,7 +37,7 @@ class ProcessFailure:
     ``message`` is the error file's message (a dict ``{"message": ..., "extraInfo": {...}}`` as ``@record`` writes
     it), else "Signal N (SIGNAME) received by PID pid" for a signal, else a hint to use ``@record``;
     ``timestamp`` is the error's time (seconds) or the time the failure was seen; ``error_file`` is "<N/A>" when
-    the worker wrote none."""
+    the worker wrote none. ``host`` (ember) names the worker's machine in the report (default: this one's)."""
     local_rank: int
     pid: int
     exitcode: int
@@ -45,6 +45,7 @@ class ProcessFailure:
     error_file_data: dict = field(init=False)
     message: str = field(init=False)
     timestamp: int = field(init=False)
+    host: str = field(default="", kw_only=True)
 
     def __post_init__(self):
         self.error_file_data = {"message": "<NONE>"}
@@ -92,7 +93,7 @@ def _format_failure(idx, rank, failure):
     sig = f" ({sig})" if sig != _NOT_AVAILABLE else ""
     return (f"[{idx}]:\n"
             f"  time      : {failure.timestamp_isoformat()}\n"
-            f"  host      : {socket.getfqdn()}\n"
+            f"  host      : {failure.host or socket.getfqdn()}\n"
             f"  rank      : {rank} (local_rank: {failure.local_rank})\n"
             f"  exitcode  : {failure.exitcode} (pid: {failure.pid}) {sig}\n"
             f"  error_file: {failure.error_file}\n"
