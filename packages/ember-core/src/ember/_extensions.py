@@ -22,7 +22,7 @@ PROVIDERS = {
     "amp": "ember-amp", "autocast": "ember-amp", "get_autocast_dtype": "ember-amp",
     "is_autocast_enabled": "ember-amp", "set_autocast_enabled": "ember-amp",
     "is_autocast_available": "ember-amp", "clear_autocast_cache": "ember-amp", "cpu": "ember-amp",
-    "ao": "ember-quantization",
+    "ao": "ember-quantization", "quantization": "ember-quantization",
     "distributed": "ember-distributed", "distributions": "ember-nn",
     **dict.fromkeys(SPECIAL, "ember-special"),
 }
