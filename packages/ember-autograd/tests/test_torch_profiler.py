@@ -192,3 +192,58 @@ def test_incorrect_schedule_warns():
         with P.profile(schedule=lambda s: P.ProfilerAction.RECORD if s == 0 else P.ProfilerAction.NONE) as prof:
             ember.ones(2) + 1
             prof.step()
+
+
+def _traced(lib, prof_module, path):
+    et = prof_module.ExecutionTraceObserver()
+    assert not et.is_registered and et.get_output_file_path() is None
+    et.register_callback(str(path))
+    assert et.is_registered and not et.is_running() and et.get_output_file_path() == str(path)
+    x = lib.ones(2, 3)
+    lib.ones(1) + 1  # before start(): not captured
+    et.start()
+    assert et.is_running()
+    with prof_module.record_function("block"):
+        y = (x + 1).sum(0)
+    et.stop()
+    y * 2  # after stop(): not captured
+    et.unregister_callback()
+    assert not et.is_registered and not et.is_running()
+    with (gzip.open if str(path).endswith(".gz") else open)(path, "rt") as f:
+        return json.load(f)
+
+
+@pytest.mark.parametrize("name", ["et.json", "et.json.gz"])
+def test_execution_trace_observer(tmp_path, name):
+    ours = _traced(ember, P, tmp_path / name)
+    theirs = _traced(torch, TP, tmp_path / f"torch_{name}")
+    assert set(ours) == set(theirs) and ours["schema"] == theirs["schema"]
+    assert ours["start_ts"] <= ours["finish_ts"]
+    nodes = {n["name"]: n for n in ours["nodes"]}
+    t_nodes = {n["name"]: n for n in theirs["nodes"]}
+    assert {"ember::add", "ember::sum", "block"} <= set(nodes) and {"aten::add", "aten::sum", "block"} <= set(t_nodes)
+    assert "ember::mul" not in nodes and "aten::mul" not in t_nodes
+    for trace, prefix in ((nodes, "ember"), (t_nodes, "aten")):
+        thread = trace["[pytorch|profiler|execution_trace|thread]"]
+        add, total = trace[f"{prefix}::add"], trace[f"{prefix}::sum"]
+        assert trace["block"]["ctrl_deps"] == thread["id"]
+        assert add["ctrl_deps"] == total["ctrl_deps"] == trace["block"]["id"]
+        assert set(add) == set(t_nodes["aten::add"]) and set(add["inputs"]) == {"values", "shapes", "types", "strides"}
+        assert add["inputs"]["shapes"][0] == [2, 3] and add["inputs"]["types"][0] == "Tensor(float)"
+        assert add["outputs"]["strides"] == [[3, 1]] and total["outputs"]["shapes"] == [[3]]
+        # the data flow: the sum reads the tensor the add wrote (same tensor id, storage, offset, size, itemsize)
+        assert total["inputs"]["values"][0] == add["outputs"]["values"][0]
+        assert add["outputs"]["values"][0][3:] == [6, 4, "cpu"]
+    assert {a["name"] for a in nodes["block"]["attrs"]} == {a["name"] for a in t_nodes["block"]["attrs"]}
+
+
+def test_execution_trace_with_profile(tmp_path):
+    x, w = _inputs(ember)
+    et = P.ExecutionTraceObserver().register_callback(str(tmp_path / "et.json"))
+    with P.profile(schedule=P.schedule(wait=1, warmup=1, active=1), execution_trace_observer=et) as prof:
+        for _ in range(3):
+            _train_step(ember, P, x, w)
+            prof.step()
+    assert not et.is_registered  # the profiler finalised the trace on exit
+    names = [n["name"] for n in json.loads((tmp_path / "et.json").read_text())["nodes"]]
+    assert names.count("forward") == 1 and "ember::matmul" in names  # only the recorded step

@@ -21,7 +21,8 @@ Operator callbacks (fleet-wide, "always on" observation):
         model(x).sum().backward()
     remove_global_callback(handle)
 
-``rec.inputs`` holds the call's arguments only for callbacks added with ``needs_inputs=True``.
+``rec.inputs`` holds the call's arguments (and ``rec.outputs``, at the end, an op's result) only for callbacks
+added with ``needs_inputs=True``.
 ``record_function`` blocks are reported too (``rec.is_user_scope``). Each callback is sampled
 independently. Like the profiler, a registered callback sends every op call through the dispatcher's
 layered path, so there is a cost even at a low sampling rate; adding and removing callbacks is not
@@ -82,10 +83,11 @@ def _refresh():
 class RecordFunction:
     """What a callback sees of one op call or ``record_function`` block."""
 
-    __slots__ = ("name", "inputs", "is_user_scope", "thread_id", "start_us", "end_us", "debug_info")
+    __slots__ = ("name", "inputs", "outputs", "is_user_scope", "thread_id", "start_us", "end_us", "debug_info")
 
     def __init__(self, name, inputs, is_user_scope):
         self.name, self.inputs, self.is_user_scope = name, inputs, is_user_scope
+        self.outputs = None
         self.thread_id = threading.get_ident()
         self.start_us = _now_us()
         self.end_us = None
@@ -265,8 +267,11 @@ def _layer(call, call_next):
                    call.args, False)
     try:
         result = call_next(call)
-        if state is not None and state[2] is not None and any(p.profile_memory for p in _active):
-            _memory(state[2], result, call)
+        if state is not None:
+            if state[0].inputs is not None:
+                state[0].outputs = result
+            if state[2] is not None and any(p.profile_memory for p in _active):
+                _memory(state[2], result, call)
         return result
     finally:
         _exit(state)

@@ -10,6 +10,7 @@ from ember.autograd.profiler import record_function
 
 from .profiler import (
     DeviceType,
+    ExecutionTraceObserver,
     ProfilerAction,
     ProfilerActivity,
     kineto_available,
@@ -19,5 +20,5 @@ from .profiler import (
     tensorboard_trace_handler,
 )
 
-__all__ = ["DeviceType", "ProfilerAction", "ProfilerActivity", "kineto_available", "profile", "record_function",
-           "schedule", "supported_activities", "tensorboard_trace_handler"]
+__all__ = ["DeviceType", "ExecutionTraceObserver", "ProfilerAction", "ProfilerActivity", "kineto_available",
+           "profile", "record_function", "schedule", "supported_activities", "tensorboard_trace_handler"]

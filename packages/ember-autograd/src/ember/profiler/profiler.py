@@ -10,8 +10,10 @@ import warnings
 
 from ember.autograd import profiler as _autograd_profiler
 
-__all__ = ["DeviceType", "ProfilerAction", "ProfilerActivity", "kineto_available", "profile", "schedule",
-           "supported_activities", "tensorboard_trace_handler"]
+from ._execution_trace import ExecutionTraceObserver
+
+__all__ = ["DeviceType", "ExecutionTraceObserver", "ProfilerAction", "ProfilerActivity", "kineto_available",
+           "profile", "schedule", "supported_activities", "tensorboard_trace_handler"]
 
 
 class ProfilerActivity(enum.Enum):
@@ -130,9 +132,10 @@ class profile:
     """Profile the steps of a run (``step()`` ends one) as ``schedule`` says; without a schedule everything
     between ``start()`` and ``stop()`` (or the ``with`` block) is one recording.
 
-    ``record_shapes``, ``profile_memory`` and ``with_stack`` are those of ``ember.autograd.profiler.profile``;
-    ``with_flops``, ``with_modules``, ``experimental_config``, ``execution_trace_observer``, ``acc_events``,
-    ``custom_trace_id_callback`` and ``post_processing_timeout_s`` are accepted and change nothing.
+    ``record_shapes``, ``profile_memory`` and ``with_stack`` are those of ``ember.autograd.profiler.profile``; an
+    ``execution_trace_observer`` (or one ENABLE_PYTORCH_EXECUTION_TRACE=1 asks for) captures while the profiler
+    records. ``with_flops``, ``with_modules``, ``experimental_config``, ``acc_events``, ``custom_trace_id_callback``
+    and ``post_processing_timeout_s`` are accepted and change nothing.
     """
 
     def __init__(self, *, activities=None, schedule=None, on_trace_ready=None, record_shapes=False,
@@ -163,6 +166,8 @@ class profile:
         self.record_shapes, self.profile_memory, self.with_stack = record_shapes, profile_memory, with_stack
         self.with_flops, self.with_modules = with_flops, with_modules
         self.on_trace_ready = on_trace_ready
+        self.execution_trace_observer = (execution_trace_observer
+                                         or ExecutionTraceObserver.build_execution_trace_obs_from_env())
         self.schedule = schedule if schedule else _always_record
         self.record_steps = bool(schedule)  # ProfilerStep#N markers only when there are steps to tell apart
         self.step_num = 0
@@ -200,6 +205,8 @@ class profile:
 
     def __exit__(self, *exc):
         self.stop()
+        if self.execution_trace_observer:
+            self.execution_trace_observer.cleanup()
         return False
 
     def start(self):
@@ -240,11 +247,15 @@ class profile:
             record_shapes=self.record_shapes, profile_memory=self.profile_memory, with_stack=self.with_stack)
 
     def start_trace(self):
+        if self.execution_trace_observer:
+            self.execution_trace_observer.start()
         if self.profiler is None:
             raise AssertionError("Profiler must be initialized before starting trace")
         self.profiler.__enter__()
 
     def stop_trace(self):
+        if self.execution_trace_observer:
+            self.execution_trace_observer.stop()
         if self.profiler is None:
             raise AssertionError("Profiler must be initialized before stopping trace")
         self.profiler.__exit__(None, None, None)
