@@ -89,7 +89,7 @@ class Future:
             try:
                 result = callback(f)
             except BaseException as e:  # noqa: BLE001 - the chained future carries it
-                fut.set_exception(e if isinstance(e, RuntimeError) and _from_callback(e) else RuntimeError(
+                fut.set_exception(RuntimeError(
                     f"Got the following error when running the callback: {type(e).__name__}: {e}"))
                 return
             fut.set_result(result)
@@ -103,10 +103,6 @@ class Future:
     @classmethod
     def __class_getitem__(cls, item):
         return cls
-
-
-def _from_callback(e):
-    return str(e).startswith("Got the following error when running the callback")
 
 
 def collect_all(futures):

@@ -226,7 +226,10 @@ class RRef:
                 table.deleted.append((self._owner.id, self._id, self._fork))
 
     def __del__(self):
-        self._release()
+        try:
+            self._release()
+        except Exception:  # noqa: BLE001 - at interpreter exit the agent's modules may be gone already
+            pass
 
     # ---- pickling into an RPC message: a new fork for the receiver ---------------------------------------
     def __reduce__(self):
