@@ -10,10 +10,11 @@ import warnings
 
 import numpy as np
 import pytest
-import torch.distributed as tdist
+from oracle import needs_torch, torch_module
 
 import ember.distributed as edist
 
+tdist = torch_module("torch.distributed")
 T = datetime.timedelta
 LIBS = (("torch", tdist), ("ember", edist))
 
@@ -91,6 +92,7 @@ def _init_destroy_reinit(rank, world, libname, method, path):
     return out
 
 
+@needs_torch
 @pytest.mark.parametrize("method", ["env", "tcp", "file", "store"])
 @pytest.mark.parametrize("world", [2, 4])
 def test_init_destroy_reinit(ranks, world, method, tmp_path):
@@ -120,6 +122,7 @@ def _breakpoints(rank, world, libname):
     return seen, timeout
 
 
+@needs_torch
 def test_breakpoint_stops_one_rank(ranks):
     results = {name: ranks(2).run(_breakpoints, name) for name, _ in LIBS}
     assert results["ember"] == results["torch"]
@@ -196,6 +199,7 @@ def _group_methods(rank, world, libname):
     return {k: [plain(x) for x in (v if isinstance(v, tuple) else [v])] for k, v in out.items()}
 
 
+@needs_torch
 def test_group_methods(ranks):
     results = {name: ranks(2).run(_group_methods, name) for name, _ in LIBS}
     assert results["ember"] == results["torch"]
@@ -308,6 +312,7 @@ def _groups(rank, world, libname):
     return out
 
 
+@needs_torch
 @pytest.mark.parametrize("world", [2, 4])
 def test_groups(ranks, world):
     results = {name: ranks(world).run(_groups, name) for name, _ in LIBS}
@@ -323,6 +328,7 @@ def _init_barrier(rank, world, libname):
     return dist.get_pg_count(), dist.get_rank(g), dist.get_rank(local) if local is not None else None
 
 
+@needs_torch
 def test_init_barrier(ranks):
     """TORCH_DIST_INIT_BARRIER=1: init and new_group also wait for every rank on the store."""
     env = {"TORCH_DIST_INIT_BARRIER": "1"}
@@ -388,6 +394,7 @@ def _single(dist, backend, store):
         dist.destroy_process_group()
 
 
+@needs_torch
 def test_in_one_process(tmp_path):
     results = {}
     for name, dist in LIBS:
@@ -398,6 +405,7 @@ def test_in_one_process(tmp_path):
     assert results["ember"] == results["torch"]
 
 
+@needs_torch
 def test_init_timeout():
     """A missing rank makes init fail after the timeout with the store's error."""
     for _, dist in LIBS:
@@ -407,6 +415,7 @@ def test_init_timeout():
         assert not dist.is_initialized()
 
 
+@needs_torch
 def test_names_and_levels(monkeypatch):
     for _, dist in LIBS:
         assert (dist.Backend("GLOO"), dist.Backend("Foo"), dist.Backend.NCCL, dist.Backend.UNDEFINED) == \
@@ -446,6 +455,7 @@ def test_names_and_levels(monkeypatch):
         assert dist.GroupMember.NON_GROUP_MEMBER == -100
 
 
+@needs_torch
 def test_rendezvous_handlers():
     for _, dist in LIBS:
         with pytest.raises(RuntimeError, match="already registered"):
@@ -504,6 +514,7 @@ def test_rank_prefix_on_uncaught_errors():
         edist.destroy_process_group()
 
 
+@needs_torch
 def test_namespace():
     """The process-group names of torch.distributed exist in ember.distributed."""
     names = ("Backend", "BackendConfig", "DebugLevel", "GroupMember", "ProcessGroup", "Store", "TCPStore",

@@ -11,11 +11,12 @@ import struct
 import threading
 
 import pytest
-import torch.distributed as tdist
+from oracle import needs_torch, torch_module
 
 import ember.distributed as edist
 from ember.distributed import _store
 
+tdist = torch_module("torch.distributed")
 T = datetime.timedelta
 SHORT = T(milliseconds=50)
 KINDS = ("hash", "file", "tcp", "prefix", "prefix-tcp")
@@ -134,6 +135,7 @@ def _list_keys(s, dist, kind):
     return keys
 
 
+@needs_torch
 @pytest.mark.parametrize("kind", KINDS)
 def test_methods_as_torch(kind, tmp_path):
     results = {}
@@ -147,6 +149,7 @@ def test_methods_as_torch(kind, tmp_path):
         assert t == e
 
 
+@needs_torch
 def test_types_and_hierarchy():
     for name in ("DistError", "DistBackendError", "DistNetworkError", "DistStoreError", "QueueEmptyError"):
         ours, theirs = getattr(edist, name), getattr(tdist, name)
@@ -164,7 +167,7 @@ def test_add_to_text_tcp():
     assert s.get("a") == b"text"  # the connection survives
 
 
-@pytest.mark.parametrize("dist", [tdist, edist], ids=["torch", "ember"])
+@pytest.mark.parametrize("dist", [pytest.param(tdist, id="torch", marks=needs_torch), pytest.param(edist, id="ember")])
 def test_prefix_store(dist):
     base = dist.HashStore()
     p = dist.PrefixStore("p", base)
@@ -208,6 +211,7 @@ def test_python_store_subclass():
         p.check(["a"])
 
 
+@needs_torch
 def test_timeouts(tmp_path):
     """A zero timeout means none for HashStore and FileStore (a waiter stays until the key comes); it is immediate
     for TCPStore; a negative one is immediate for all."""
@@ -229,12 +233,14 @@ def test_timeouts(tmp_path):
             s.wait(["never"], T(0))
 
 
+@needs_torch
 def test_wait_for_workers_timeout():
     for dist in (tdist, edist):
         with pytest.raises(dist.DistStoreError, match="waiting for clients. 1/2 clients joined"):
             dist.TCPStore("127.0.0.1", 0, 2, True, timeout=T(milliseconds=300))
 
 
+@needs_torch
 def test_client_without_server():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -244,6 +250,7 @@ def test_client_without_server():
             dist.TCPStore("127.0.0.1", port, timeout=T(milliseconds=300))
 
 
+@needs_torch
 def test_port_zero_and_port_in_use():
     for dist in (tdist, edist):
         master = dist.TCPStore("127.0.0.1", 0, 1, True)
@@ -338,6 +345,7 @@ def _across(rank, world, libname, kind, path):
     return out
 
 
+@needs_torch
 @pytest.mark.parametrize("kind", ["tcp", "file"])
 @pytest.mark.parametrize("world", [2, 4])
 def test_across_processes(ranks, world, kind, tmp_path):
@@ -362,6 +370,7 @@ def _file_cleanup(rank, world, libname, path):
     return None  # and drops the store: the last one
 
 
+@needs_torch
 def test_file_store_removed_by_the_last_worker(ranks, tmp_path):
     for lib in ("torch", "ember"):
         path = str(tmp_path / lib)
@@ -502,6 +511,7 @@ def test_released_store_frees_its_port():
         master.get("k")
 
 
+@needs_torch
 def test_pytorch_server_is_named_at_once():
     """An ember client reaching PyTorch's TCPStore server (e.g. torchrun's agent store) fails at once, saying so."""
     for libuv in (True, False):
