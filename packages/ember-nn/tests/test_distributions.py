@@ -736,3 +736,58 @@ def test_tril_vector_helpers_and_module_layout():
     from ember.distributions.one_hot_categorical import OneHotCategorical
     from ember.distributions.relaxed_categorical import ExpRelaxedCategorical
     assert OneHotCategorical is ember.distributions.OneHotCategorical and ExpRelaxedCategorical.has_rsample
+
+
+def _cross_family(m):
+    """One distribution of each family in PyTorch's table of KL pairs between families, batched over 3."""
+    D, t = m.distributions, m.tensor
+    return {
+        "Beta": D.Beta(t([0.5, 2.0, 3.0]), t([1.5, 2.0, 0.7])),
+        "ContinuousBernoulli": D.ContinuousBernoulli(t([0.2, 0.5, 0.8])),
+        "Exponential": D.Exponential(t([0.5, 2.0, 1.0])),
+        "Gamma": D.Gamma(t([0.5, 2.0, 3.0]), t([1.5, 2.0, 0.7])),
+        "Gumbel": D.Gumbel(t([0.0, 1.0, -1.0]), t([1.0, 0.5, 2.0])),
+        "Laplace": D.Laplace(t([0.0, 1.0, -1.0]), t([1.0, 0.5, 2.0])),
+        "Normal": D.Normal(t([0.0, 1.0, -1.0]), t([1.0, 0.5, 2.0])),
+        "Pareto": D.Pareto(t([1.0, 0.5, 2.0]), t([0.8, 1.5, 3.0])),
+        "Uniform": D.Uniform(t([0.1, 0.0, -0.5]), t([0.9, 1.0, 2.0])),
+        "Poisson": D.Poisson(t([0.5, 2.0, 1.0])),
+        "Bernoulli": D.Bernoulli(t([0.2, 0.5, 0.8])),
+        "Binomial": D.Binomial(5, t([0.2, 0.5, 0.8])),
+    }
+
+
+def _cross_pairs(special):
+    import torch.distributions.kl as tkl
+    names = {type(d).__name__ for d in _cross_family(torch).values()}
+    pairs = sorted({(p.__name__, q.__name__) for p, q in tkl._KL_REGISTRY
+                    if p.__name__ in names and q.__name__ in names and p is not q})
+    uses_special = {"Beta", "Gamma"}  # (entropies and E[log x] by lgamma/digamma; Normal-Laplace by erf)
+    return [pq for pq in pairs
+            if special == (bool(uses_special & set(pq)) or pq == ("Normal", "Laplace"))]
+
+
+@pytest.mark.parametrize("special", [False, pytest.param(True, marks=pytest.mark.special)])
+def test_kl_between_families_as_torch(special):
+    pairs = _cross_pairs(special)
+    assert len(pairs) > 20
+
+    def build(m):
+        fam = _cross_family(m)
+        return [m.distributions.kl_divergence(fam[p], fam[q]) for p, q in pairs]
+    t, e = _both(build)
+    assert_same(e, t, rtol=2e-5, atol=2e-5)
+
+
+@pytest.mark.special
+def test_kl_bregman_and_continuous_bernoulli_as_torch():
+    def build(m):
+        D, t = m.distributions, m.tensor
+        # Chi2 has no pair of its own (Gamma's serves); the Bregman form of the ExponentialFamily pair
+        return [D.kl_divergence(D.Chi2(t([1.0, 3.0])), D.Chi2(t([2.0, 2.0]))),
+                D.kl_divergence(D.ContinuousBernoulli(t([0.2, 0.7])), D.ContinuousBernoulli(t([0.5, 0.1]))),
+                D.kl_divergence(D.Pareto(t([1.0, 2.0]), t([2.0, 3.0])), D.Pareto(t([1.5, 1.0]), t([1.0, 2.0]))),
+                D.kl_divergence(D.Exponential(t([0.5])), D.Exponential(t([2.0]))),
+                D.kl._kl_expfamily_expfamily(D.Exponential(t([0.5, 1.0])), D.Exponential(t([2.0, 0.3])))]
+    t, e = _both(build)
+    assert_same(e, t, rtol=1e-5, atol=1e-6)

@@ -10,7 +10,9 @@ from .beta import Beta
 from .binomial import Binomial
 from .categorical import Categorical
 from .cauchy import Cauchy
+from .continuous_bernoulli import ContinuousBernoulli
 from .dirichlet import Dirichlet
+from .exp_family import ExponentialFamily
 from .exponential import Exponential
 from .gamma import Gamma
 from .geometric import Geometric
@@ -22,6 +24,7 @@ from .lowrank_multivariate_normal import LowRankMultivariateNormal, _lowrank_log
 from .multivariate_normal import MultivariateNormal, _batch_mahalanobis
 from .normal import Normal
 from .one_hot_categorical import OneHotCategorical
+from .pareto import Pareto
 from .poisson import Poisson
 from .transformed_distribution import TransformedDistribution
 from .uniform import Uniform
@@ -262,3 +265,201 @@ def _kl_lowrank_mvn(p, q):
              + _trace_xxt(ember.linalg.solve_triangular(lq_b, ember.diag_embed(dp.sqrt()).expand(shape + (n, n)),
                                                         upper=False)))
     return 0.5 * (log_det_ratio + trace + _batch_mahalanobis(lq, q.loc - p.loc) - n)
+
+
+@register_kl(ContinuousBernoulli, ContinuousBernoulli)
+def _kl_continuous_bernoulli_continuous_bernoulli(p, q):
+    return (p.mean * (p.logits - q.logits) + p._cont_bern_log_norm() + ember.log1p(-p.probs)
+            - q._cont_bern_log_norm() - ember.log1p(-q.probs))
+
+
+@register_kl(Pareto, Pareto)
+def _kl_pareto_pareto(p, q):
+    ratio = q.alpha / p.alpha
+    kl = q.alpha * (p.scale / q.scale).log() - ratio.log() + ratio - 1
+    return kl.masked_fill(p.scale < q.scale, math.inf)  # p reaches below q's support
+
+
+@register_kl(ExponentialFamily, ExponentialFamily)
+def _kl_expfamily_expfamily(p, q):
+    # a Bregman divergence of the log-normaliser A: A(theta_q) - A(theta_p) - <theta_q - theta_p, grad A(theta_p)>
+    if type(p) is not type(q):
+        raise NotImplementedError("The cross KL-divergence between different exponential families cannot be "
+                                  "computed using Bregman divergences")
+    p_params = [t.detach().requires_grad_() for t in p._natural_params]
+    q_params = q._natural_params
+    with ember.enable_grad():
+        log_norm = p._log_normalizer(*p_params)
+        grads = ember.autograd.grad(log_norm.sum(), p_params, create_graph=True)
+    result = q._log_normalizer(*q_params) - log_norm
+    for tp, tq, g in zip(p_params, q_params, grads):
+        result = result - _sum_rightmost((tq - tp) * g, len(q.event_shape))
+    return result
+
+
+# ---- pairs of different families: KL(p || q) = E_p[-log q] - H(p), the cross-entropy from p's moments -------------
+
+def _xlogx(x):
+    safe = ember.where(x == 0, ember.ones_like(x), x)  # (0 log 0 = 0, with a finite gradient)
+    return ember.where(x == 0, ember.zeros_like(x), safe * safe.log())
+
+
+def _uniform_mean_log(low, high):
+    """E[log x] for x ~ Uniform(low, high), 0 <= low."""
+    return (_xlogx(high) - _xlogx(low)) / (high - low) - 1
+
+
+def _mean_log(p):
+    """E_p[log x]."""
+    if isinstance(p, Beta):
+        return ember.digamma(p.concentration1) - ember.digamma(p.concentration1 + p.concentration0)
+    if isinstance(p, Gamma):
+        return ember.digamma(p.concentration) - p.rate.log()
+    if isinstance(p, Uniform):
+        return _uniform_mean_log(p.low, p.high)
+    if isinstance(p, Pareto):
+        return p.scale.log() + p.alpha.reciprocal()
+    raise NotImplementedError
+
+
+def _mean_log1m(p):
+    """E_p[log(1 - x)]."""
+    if isinstance(p, Beta):
+        return ember.digamma(p.concentration0) - ember.digamma(p.concentration1 + p.concentration0)
+    return _uniform_mean_log(1 - p.high, 1 - p.low)
+
+
+def _mean_exp(p, t):
+    """E_p[exp(-t x)]."""
+    if isinstance(p, Exponential):
+        return p.rate / (p.rate + t)
+    if isinstance(p, Gamma):
+        return (1 + t / p.rate).pow(-p.concentration)
+    if isinstance(p, Normal):
+        return ember.exp(-t * p.loc + 0.5 * (t * p.scale).pow(2))
+    width = p.high - p.low
+    return (ember.exp(-t * p.low) - ember.exp(-t * p.high)) / (t * width)
+
+
+def _mean(p):
+    if isinstance(p, Pareto):  # alpha <= 1 has no mean (and an infinite KL, masked): a finite stand-in there
+        a = ember.where(p.alpha > 1, p.alpha, 2.0)
+        return a * p.scale / (a - 1)
+    return p.mean
+
+
+def _second_moment(p):
+    if isinstance(p, Pareto):  # (likewise for alpha <= 2)
+        a = ember.where(p.alpha > 2, p.alpha, 3.0)
+        return a * p.scale.pow(2) / (a - 2)
+    return p.variance + p.mean.pow(2)
+
+
+def _cross_normal(p, q):
+    mean, second = _mean(p), _second_moment(p)
+    return (0.5 * (2 * math.pi * q.scale.pow(2)).log()
+            + (second - 2 * q.loc * mean + q.loc.pow(2)) / (2 * q.scale.pow(2)))
+
+
+def _cross_exponential(p, q):
+    return -q.rate.log() + q.rate * _mean(p)
+
+
+def _cross_gamma(p, q):
+    return (ember.lgamma(q.concentration) - q.concentration * q.rate.log() - (q.concentration - 1) * _mean_log(p)
+            + q.rate * _mean(p))
+
+
+def _cross_gumbel(p, q):
+    return q.scale.log() + (p.mean - q.loc) / q.scale + ember.exp(q.loc / q.scale) * _mean_exp(p, 1 / q.scale)
+
+
+def _cross_beta(p, q):
+    a, b = q.concentration1, q.concentration0
+    return (ember.lgamma(a) + ember.lgamma(b) - ember.lgamma(a + b) - (a - 1) * _mean_log(p)
+            - (b - 1) * _mean_log1m(p))
+
+
+def _cross_continuous_bernoulli(p, q):
+    return -(p.mean * q.logits + ember.log1p(-q.probs) + q._cont_bern_log_norm())
+
+
+def _cross_pareto(p, q):
+    return -q.alpha.log() - q.alpha * q.scale.log() + (q.alpha + 1) * _mean_log(p)
+
+
+def _by_cross_entropy(cross, infinite=None):
+    """A KL function ``cross(p, q) - H(p)``, infinite where ``infinite(p, q)`` holds (p's support leaves q's)."""
+    def kl(p, q):
+        result = cross(p, q) - p.entropy()
+        return result if infinite is None else result.masked_fill(infinite(p, q), math.inf)
+    return kl
+
+
+_FINITE = {
+    (Beta, ContinuousBernoulli): _by_cross_entropy(_cross_continuous_bernoulli),
+    (Beta, Exponential): _by_cross_entropy(_cross_exponential),
+    (Beta, Gamma): _by_cross_entropy(_cross_gamma),
+    (Beta, Normal): _by_cross_entropy(_cross_normal),
+    (Beta, Uniform): _by_cross_entropy(lambda p, q: (q.high - q.low).log(),
+                                       lambda p, q: (q.low > 0) | (q.high < 1)),
+    (ContinuousBernoulli, Exponential): _by_cross_entropy(_cross_exponential),
+    (ContinuousBernoulli, Normal): _by_cross_entropy(_cross_normal),
+    # (as PyTorch: also infinite when q is exactly [0, 1])
+    (ContinuousBernoulli, Uniform): _by_cross_entropy(lambda p, q: (q.high - q.low).log(),
+                                                      lambda p, q: (q.low >= 0) | (q.high <= 1)),
+    (Exponential, Gumbel): _by_cross_entropy(_cross_gumbel),
+    (Exponential, Normal): _by_cross_entropy(_cross_normal),
+    (Gamma, Exponential): _by_cross_entropy(_cross_exponential),
+    (Gamma, Gumbel): _by_cross_entropy(_cross_gumbel),
+    (Gamma, Normal): _by_cross_entropy(_cross_normal),
+    (Gumbel, Normal): _by_cross_entropy(_cross_normal),
+    (Laplace, Normal): _by_cross_entropy(_cross_normal),
+    (Normal, Gumbel): _by_cross_entropy(_cross_gumbel),
+    (Pareto, Exponential): _by_cross_entropy(_cross_exponential, lambda p, q: p.alpha <= 1),
+    (Pareto, Gamma): _by_cross_entropy(_cross_gamma, lambda p, q: p.alpha <= 1),
+    (Pareto, Normal): _by_cross_entropy(_cross_normal, lambda p, q: p.alpha <= 2),
+    (Uniform, Beta): _by_cross_entropy(_cross_beta, lambda p, q: (p.high > 1) | (p.low < 0)),
+    # (as PyTorch: also infinite when p is exactly [0, 1])
+    (Uniform, ContinuousBernoulli): _by_cross_entropy(_cross_continuous_bernoulli,
+                                                      lambda p, q: (p.high >= 1) | (p.low <= 0)),
+    (Uniform, Exponential): _by_cross_entropy(_cross_exponential, lambda p, q: p.low < 0),
+    (Uniform, Gamma): _by_cross_entropy(_cross_gamma, lambda p, q: p.low < 0),
+    (Uniform, Gumbel): _by_cross_entropy(_cross_gumbel),
+    (Uniform, Normal): _by_cross_entropy(_cross_normal),
+    (Uniform, Pareto): _by_cross_entropy(_cross_pareto, lambda p, q: p.low < q.scale),
+    # a Poisson at x in {0, 1}: -log q(x) = rate - x log rate
+    (Bernoulli, Poisson): _by_cross_entropy(lambda p, q: q.rate - p.probs * q.rate.log()),
+}
+for _pair, _fn in _FINITE.items():
+    register_kl(*_pair)(_fn)
+
+
+@register_kl(Normal, Laplace)
+def _kl_normal_laplace(p, q):
+    # E|x - m| for x ~ N(mu, s^2), d = mu - m: s sqrt(2 / pi) exp(-d^2 / 2 s^2) + d erf(d / (s sqrt 2))
+    d = p.loc - q.loc
+    mean_abs = (math.sqrt(2 / math.pi) * p.scale * ember.exp(-0.5 * (d / p.scale).pow(2))
+                + d * ember.erf(d / (p.scale * math.sqrt(2))))
+    return (2 * q.scale).log() + mean_abs / q.scale - p.entropy()
+
+
+def _infinite(attr):
+    return lambda p, q: _infinite_like(getattr(p, attr))
+
+
+# p's support reaches where q has no density
+_INFINITE = {
+    "concentration1": [(Beta, Pareto)],
+    "probs": [(ContinuousBernoulli, Pareto)],
+    "rate": [(Exponential, Beta), (Exponential, ContinuousBernoulli), (Exponential, Pareto), (Exponential, Uniform),
+             (Poisson, Bernoulli), (Poisson, Binomial)],
+    "concentration": [(Gamma, Beta), (Gamma, ContinuousBernoulli), (Gamma, Pareto), (Gamma, Uniform)],
+    "loc": [(Gumbel, q) for q in (Beta, ContinuousBernoulli, Exponential, Gamma, Pareto, Uniform)]
+    + [(Laplace, q) for q in (Beta, ContinuousBernoulli, Exponential, Gamma, Pareto, Uniform)]
+    + [(Normal, q) for q in (Beta, ContinuousBernoulli, Exponential, Gamma, Pareto, Uniform)],
+    "scale": [(Pareto, Beta), (Pareto, ContinuousBernoulli), (Pareto, Uniform)],
+}
+for _attr, _pairs in _INFINITE.items():
+    for _pair in _pairs:
+        register_kl(*_pair)(_infinite(_attr))
