@@ -222,9 +222,10 @@ def _options_and_reinit(rank, world):
     with pytest.raises(RuntimeError, match="already initialized"):
         rpc.init_rpc("again", rank=rank, world_size=world)
     rpc.shutdown()
-    # a second round in the same processes, on a new port
-    os.environ["MASTER_PORT"] = os.environ["NEXT_PORT"]
-    _init(rank, world)
+    # a second round in the same processes, meeting through a tcp:// init_method, TENSORPIPE named
+    options = rpc.TensorPipeRpcBackendOptions(init_method=f"tcp://127.0.0.1:{os.environ['NEXT_PORT']}")
+    rpc.init_rpc(f"worker{rank}", backend=rpc.BackendType.TENSORPIPE, rank=rank, world_size=world,
+                 rpc_backend_options=options)
     value = rpc.rpc_sync(f"worker{1 - rank}", add, args=(rank, 10))
     rpc.shutdown()
     return value
