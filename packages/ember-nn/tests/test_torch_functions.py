@@ -55,10 +55,9 @@ def test_ctc_loss_keywords_and_errors():
 
 
 # ---- grid_sampler ------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("mode", [0, 1])
+@pytest.mark.parametrize("mode,dims", [(0, 2), (1, 2), (2, 2), (0, 3), (1, 3)])  # bicubic is 2-d only
 @pytest.mark.parametrize("padding", [0, 1, 2])
 @pytest.mark.parametrize("align", [False, True])
-@pytest.mark.parametrize("dims", [2, 3])
 def test_grid_sampler(mode, padding, align, dims):
     rng = np.random.default_rng(dims)
     spatial = (4, 5) if dims == 2 else (3, 4, 5)
@@ -80,8 +79,12 @@ def test_grid_sampler_errors():
             lib.grid_sampler_2d(lib.zeros(1, 1, 2, 2, 2), lib.zeros(1, 1, 1, 1, 3), 0, 0, False)
         with pytest.raises(RuntimeError, match="grid_sampler"):
             lib.grid_sampler_3d(lib.zeros(1, 1, 2, 2), lib.zeros(1, 1, 1, 2), 0, 0, False)
-    with pytest.raises(NotImplementedError, match="interpolation_mode 2"):
-        ember.grid_sampler(ember.zeros(1, 1, 2, 2), ember.zeros(1, 1, 1, 2), 2, 0, False)
+        with pytest.raises(RuntimeError, match="bicubic interpolation only supports 4D input"):
+            lib.grid_sampler(lib.zeros(1, 1, 2, 2, 2), lib.zeros(1, 1, 1, 1, 3), 2, 0, False)
+    with pytest.raises(RuntimeError, match="interpolation_mode"):
+        ember.grid_sampler(ember.zeros(1, 1, 2, 2), ember.zeros(1, 1, 1, 2), 3, 0, False)
+    with pytest.raises(ValueError, match="'bilinear', 'nearest' or 'bicubic'"):
+        ember.nn.functional.grid_sample(ember.zeros(1, 1, 2, 2), ember.zeros(1, 1, 1, 2), mode="cubic")
 
 
 # ---- the RNN functions -------------------------------------------------------------------------------------

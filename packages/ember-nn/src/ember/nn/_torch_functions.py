@@ -14,7 +14,7 @@ from .utils.rnn import PackedSequence
 __all__ = ["ctc_loss", "grid_sampler", "grid_sampler_2d", "grid_sampler_3d", "gru", "lstm", "rnn_relu", "rnn_tanh"]
 
 _REDUCTIONS = {1: "mean", 2: "sum"}  # at::Reduction; any other int is none
-_INTERPOLATION = {0: "bilinear", 1: "nearest"}
+_INTERPOLATION = {0: "bilinear", 1: "nearest", 2: "bicubic"}
 _PADDING = {0: "zeros", 1: "border", 2: "reflection"}
 
 
@@ -26,11 +26,11 @@ def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reducti
 
 
 def grid_sampler(input, grid, interpolation_mode, padding_mode, align_corners):
-    """``nn.functional.grid_sample`` with integer modes: interpolation 0 bilinear, 1 nearest; padding 0 zeros,
-    1 border, 2 reflection."""
+    """``nn.functional.grid_sample`` with integer modes: interpolation 0 bilinear, 1 nearest, 2 bicubic; padding
+    0 zeros, 1 border, 2 reflection."""
     if interpolation_mode not in _INTERPOLATION:
-        raise NotImplementedError(f"grid_sampler(): interpolation_mode {interpolation_mode} is not supported by ember "
-                                  "(0 bilinear and 1 nearest are)")
+        raise RuntimeError(f"grid_sampler(): interpolation_mode must be 0 (bilinear), 1 (nearest) or 2 (bicubic), got "
+                           f"{interpolation_mode}")
     if padding_mode not in _PADDING:
         raise RuntimeError(f"grid_sampler(): padding_mode must be 0 (zeros), 1 (border) or 2 (reflection), got "
                            f"{padding_mode}")

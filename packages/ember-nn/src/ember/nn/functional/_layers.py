@@ -567,7 +567,12 @@ def affine_grid(theta, size, align_corners=None):
 
 def _unnormalize(coord, size, align_corners, padding_mode):
     """Pixel coordinate of normalised ``coord`` along a dim of ``size``, folded by the padding mode."""
-    x = (coord + 1) / 2 * (size - 1) if align_corners else ((coord + 1) * size - 1) / 2
+    return _fold((coord + 1) / 2 * (size - 1) if align_corners else ((coord + 1) * size - 1) / 2, size, align_corners,
+                 padding_mode)
+
+
+def _fold(x, size, align_corners, padding_mode):
+    """Pixel coordinate ``x`` brought into the input by the padding mode (left as it is for "zeros")."""
     if padding_mode == "border":
         return x.clamp(0, size - 1)
     if padding_mode == "reflection":
@@ -582,11 +587,25 @@ def _unnormalize(coord, size, align_corners, padding_mode):
     return x
 
 
+def _cubic_weights(t):
+    """The four weights of cubic convolution (A = -0.75, as PyTorch) at taps -1, 0, 1, 2 for fractions ``t``."""
+    A = -0.75
+
+    def near(x):  # |x| <= 1
+        return ((A + 2) * x - (A + 3)) * x * x + 1
+
+    def far(x):  # 1 < |x| < 2
+        return ((A * x - 5 * A) * x + 8 * A) * x - 4 * A
+
+    return [far(t + 1), near(t), near(1 - t), far(2 - t)]
+
+
 def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corners=None):
-    """Sample ``input`` (N, C, *spatial) at the normalised points of ``grid`` (N, *out, n), linearly or nearest."""
-    if mode not in ("bilinear", "nearest"):
-        raise ValueError(f"nn.functional.grid_sample(): expected mode to be 'bilinear' or 'nearest', but got: "
-                         f"'{mode}'")
+    """Sample ``input`` (N, C, *spatial) at the normalised points of ``grid`` (N, *out, n): linearly, nearest, or
+    bicubic (2-d only; each of the 4x4 taps folded by the padding mode)."""
+    if mode not in ("bilinear", "nearest", "bicubic"):
+        raise ValueError(f"nn.functional.grid_sample(): expected mode to be 'bilinear', 'nearest' or 'bicubic', but "
+                         f"got: '{mode}'")
     if padding_mode not in ("zeros", "border", "reflection"):
         raise ValueError(f"nn.functional.grid_sample(): expected padding_mode to be 'zeros', 'border', or "
                          f"'reflection', but got: '{padding_mode}'")
@@ -596,14 +615,22 @@ def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corner
         raise RuntimeError(f"grid_sampler(): expected grid to have size {n} in last dimension and the same batch "
                            f"size and number of dims as input, but got input with sizes {list(input.shape)} and grid "
                            f"with sizes {list(grid.shape)}")
+    if mode == "bicubic" and n != 2:
+        raise RuntimeError("grid_sampler(): bicubic interpolation only supports 4D input")
     N, C, *spatial = input.shape
     out_shape = list(grid.shape[1:-1])
     flat_in = input.reshape(N, C, -1)
-    # grid's last dim is (x, y[, z]): x indexes the last spatial dim
-    coords = [_unnormalize(grid[..., n - 1 - d].reshape(N, 1, -1), spatial[d], align_corners, padding_mode)
-              for d in range(n)]
+    # grid's last dim is (x, y[, z]): x indexes the last spatial dim; bicubic folds each tap rather than the point
+    coords = [_unnormalize(grid[..., n - 1 - d].reshape(N, 1, -1), spatial[d], align_corners,
+                           "zeros" if mode == "bicubic" else padding_mode) for d in range(n)]
     if mode == "nearest":
         corners = [[(c.round(), None)] for c in coords]  # round half to even, as PyTorch's nearbyint
+    elif mode == "bicubic":
+        corners = []
+        for d, c in enumerate(coords):
+            lo = c.floor()
+            corners.append([(_fold(lo + (k - 1), spatial[d], align_corners, padding_mode), w)
+                            for k, w in enumerate(_cubic_weights(c - lo))])
     else:
         corners = []
         for c in coords:
@@ -611,7 +638,7 @@ def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corner
             w = c - lo
             corners.append([(lo, 1 - w), (lo + 1, w)])
     out = 0
-    for combo in np.ndindex(*(len(cs) for cs in corners)):  # 2^n corners: a loop over the stencil, not the data
+    for combo in np.ndindex(*(len(cs) for cs in corners)):  # the stencil's taps (2^n, 16 for bicubic), not the data
         index, weight, inside = 0, 1, True
         for d, j in enumerate(combo):
             pos, w = corners[d][j]
