@@ -6,8 +6,9 @@ a `tests-<python>(package='<dist>')` session per Python of PYTHONS. A new packag
 
 Each package's tests run on Python 3.11, 3.12 and 3.13. On 3.11 (ORACLE_PYTHON) the whole suite runs against
 PyTorch 2.13, whose CPU build is on these machines' disk for 3.11 only (elsewhere pip would download the
-multi-GB CUDA build). On the other Pythons the session installs no torch and the root conftest.py leaves out the
-test modules that need it: a fast subset that still proves each package installs and works there.
+multi-GB CUDA build). On the other Pythons the session installs no torch, the root conftest.py leaves out the
+test modules that need it, and the tests marked ``slow`` are left out: a fast subset that still proves each package
+installs and works there.
 
 Each session builds its own fresh environment (CI runs in a fresh clone): nothing is shared
 between sessions except pip's download cache.
@@ -130,12 +131,15 @@ def tests(session, package):
                     *_editable(closure))
     session.run("python", "-c", "import ember, sys; print('ember', ember.__version__, 'from', ember.__file__)")
     tests_dir = str(PKGS[package]["dir"].relative_to(ROOT) / "tests")
-    session.run("pytest", tests_dir, *session.posargs)
+    # the fast subset of the other Pythons also leaves out the tests marked slow
+    full = session.python == ORACLE_PYTHON
+    session.run("pytest", tests_dir, *([] if full else ["-m", "not slow"]), *session.posargs)
     for marker, dist in OPTIONAL.items():
         if dist in PKGS and dist not in closure:
             session.install("--no-compile", *_editable(_closure(dist)))
             # exit code 5: no test of this package carries the marker
-            session.run("pytest", tests_dir, "-m", marker, *session.posargs, success_codes=[0, 5])
+            session.run("pytest", tests_dir, "-m", marker if full else f"{marker} and not slow", *session.posargs,
+                        success_codes=[0, 5])
 
 
 @nox.session

@@ -290,6 +290,7 @@ def _spawned_fails(index):
         raise ValueError(f"replica {index} fails")
 
 
+@pytest.mark.slow
 def test_spawn(tmp_path):
     xm.spawn(_spawned, args=(str(tmp_path),), nprocs=2)
     assert [(tmp_path / f"{i}.txt").read_text() for i in range(2)] == [f"{i} {i} 2 3.0 undefined" for i in range(2)]

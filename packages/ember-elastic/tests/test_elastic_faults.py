@@ -5,7 +5,10 @@ import json
 import signal
 import socket
 
+import pytest
 from elastic_helpers import job_processes, kill_tree, launch, start, started_workers, wait_for, worker_envs
+
+pytestmark = pytest.mark.slow  # (whole jobs of processes: Python 3.11's session runs them)
 
 STANDALONE = ["--standalone", "--nproc-per-node", "2"]
 # a fast dynamic rendezvous: dead nodes are dropped after 1 s without heartbeats, rounds close 1 s after the minimum
