@@ -1,5 +1,7 @@
 """The Dirichlet distribution over the simplex. Densities and entropy need ember-special; seeded samples
-(normalised gamma variates) do not reproduce PyTorch's."""
+(normalised gamma variates) do not reproduce PyTorch's, and their gradients flow through the gammas' implicit
+reparameterisation (PyTorch differentiates the Dirichlet sample directly): both are unbiased, their values per
+sample differ."""
 import ember
 import ember.nn.functional as F
 
