@@ -16,11 +16,11 @@ def _marsaglia_tsang(alpha):
     d = alpha - 1.0 / 3.0
     c = (9.0 * d).rsqrt()
     out = ember.empty_like(alpha)
-    todo = ember.arange(alpha.numel())
+    todo = ember.arange(alpha.numel(), device=alpha.device)
     while todo.numel():
         dt, ct = d[todo], c[todo]
-        x = ember.randn(todo.numel(), dtype=alpha.dtype)
-        u = ember.rand(todo.numel(), dtype=alpha.dtype)
+        x = ember.randn(todo.numel(), dtype=alpha.dtype, device=alpha.device)
+        u = ember.rand(todo.numel(), dtype=alpha.dtype, device=alpha.device)
         v = (1 + ct * x) ** 3
         ok = (v > 0) & (u.log() < 0.5 * x * x + dt - dt * v + dt * v.clamp(min=1e-300).log())
         out[todo[ok]] = (dt * v)[ok]
@@ -34,7 +34,7 @@ def _sample(alpha):
         small = a < 1
         x = _marsaglia_tsang(ember.where(small, a + 1, a))
         if bool(small.any()):  # Gamma(a) = Gamma(a + 1) * U ** (1 / a)
-            u = ember.rand(int(small.sum()), dtype=a.dtype)
+            u = ember.rand(int(small.sum()), dtype=a.dtype, device=a.device)
             x[small] = x[small] * u.pow(1 / a[small])
         tiny = ember.finfo(alpha.dtype).tiny
         return x.clamp(min=tiny).to(alpha.dtype).reshape(alpha.shape)

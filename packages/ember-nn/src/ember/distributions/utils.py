@@ -80,9 +80,9 @@ def expand_params(dist, cls, batch_shape, _instance, names):
     return new
 
 
-def _tril_positions(n, diag):
+def _tril_positions(n, diag, device=None):
     """Boolean (n, n) mask of the entries on or below diagonal ``diag``."""
-    r = ember.arange(n)
+    r = ember.arange(n, device=device)
     return r < r.view(-1, 1) + (diag + 1)
 
 
@@ -95,7 +95,7 @@ def vec_to_tril_matrix(vec, diag=0):
         raise ValueError(f"The size of last dimension is {m} which cannot be expressed as the lower triangular part "
                          "of a square D x D matrix.")
     n = round(n)
-    where = _tril_positions(n, diag).reshape(-1)
+    where = _tril_positions(n, diag, vec.device).reshape(-1)
     # gather from [0, vec...]: position k of the matrix takes element 1 + rank of k among the masked positions
     source = ember.where(where, where.long().cumsum(0), ember.zeros_like(where.long()))
     padded = F.pad(vec, [1, 0], value=0.0)
@@ -107,5 +107,5 @@ def tril_matrix_to_vec(mat, diag=0):
     n = mat.shape[-1]
     if diag < -n or diag >= n:
         raise ValueError(f"diag ({diag}) provided is outside [{-n}, {n - 1}].")
-    where = _tril_positions(n, diag).reshape(-1).nonzero().reshape(-1)
+    where = _tril_positions(n, diag, mat.device).reshape(-1).nonzero().reshape(-1)
     return mat.reshape(mat.shape[:-2] + (n * n,)).index_select(-1, where)

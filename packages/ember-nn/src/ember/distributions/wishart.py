@@ -125,7 +125,7 @@ class Wishart(ExponentialFamily):
         below = ember.randn(ember.Size(sample_shape) + self._batch_shape + (p * (p - 1) // 2,), dtype=diag.dtype,
                             device=diag.device)
         # the strictly lower triangle, row by row, from the normal draws
-        rows, cols = ember.tril_indices(p, p, offset=-1)
+        rows, cols = ember.tril_indices(p, p, offset=-1, device=diag.device)
         flat = ember.zeros(below.shape[:-1] + (p * p,), dtype=diag.dtype, device=diag.device)
         flat = flat.index_add(-1, rows * p + cols, below)
         factor = ember.diag_embed(diag) + flat.reshape(below.shape[:-1] + (p, p))
