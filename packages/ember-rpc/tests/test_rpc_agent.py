@@ -109,6 +109,8 @@ def _calls(rank, world):
         out["self"] = rpc.rpc_sync("worker0", add, args=(1, 2))
         big = ember.ones(3 << 20)  # 12 MB: through shared memory
         out["big"] = float(rpc.rpc_sync("worker1", ember.mul, args=(big, 2)).sum())
+        futs = [rpc.rpc_async("worker1", ember.mul, args=(ember.full((3 << 20,), float(i)), 2)) for i in range(3)]
+        out["bigs"] = [float(f.wait()[-1]) for f in futs]  # several large messages in flight at once
         try:
             rpc.rpc_sync("worker1", raise_value_error, args=("the remote message",))
         except ValueError as e:
@@ -140,7 +142,7 @@ def test_calls_errors_and_timeouts(workers):
     np.testing.assert_array_equal(out["builtin"], np.arange(6.0).reshape(2, 3) + 1)
     np.testing.assert_array_equal(out["user"], 2 * np.arange(6.0).reshape(2, 3))
     assert out["by_rank"] == 5 and out["async"] == sum(range(1, 201)) and out["self"] == 3
-    assert out["big"] == 2.0 * (3 << 20)
+    assert out["big"] == 2.0 * (3 << 20) and out["bigs"] == [0.0, 2.0, 4.0]
     assert out["error"].startswith("On WorkerInfo(id=1, name=worker1):\nValueError('the remote message')")
     msg, callee_released = out["timeout"]
     assert "RPC ran for more than set timeout (200 ms)" in msg and not callee_released

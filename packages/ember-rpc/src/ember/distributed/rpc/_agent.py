@@ -29,6 +29,7 @@ from ember.futures import Future
 from . import _rref
 
 TAG = "rpc"
+PART_TAG = "rpc-part"
 _CALL, _REMOTE, _OK, _ERR, _ONEWAY = range(5)
 _TICK = 0.05  # seconds between the dispatcher's looks at deadlines, lost peers and RRef deletions
 # Larger buffers to a worker of this host are cut into messages of this size, each through the transport's shared
@@ -140,6 +141,7 @@ class Agent:
             raise RuntimeError(f"RPC worker names must be unique: {dup} used by more than one worker")
         self.info = self.workers[rank]
         self._ids = itertools.count(1)
+        self._part_locks = collections.defaultdict(threading.Lock)
         self._pending = {}
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(options.num_worker_threads, thread_name_prefix=f"ember-rpc-{name}")
@@ -240,32 +242,28 @@ class Agent:
 
     def _send(self, dst, header, frames):
         """Send ``header`` (kind, request id, meta) and the pickled ``frames``; buffers larger than ``CHUNK`` to a
-        worker of this host follow as messages of their own under a tag of this message."""
-        parts = None
-        if dst in self.transport.local_peers:
-            big = [(i, _nbytes(f)) for i, f in enumerate(frames) if _nbytes(f) > CHUNK]
-            if big:
-                parts = (("rpc-part", self.rank, next(self._ids)), big)
-                frames = [b"" if _nbytes(f) > CHUNK else f for f in frames], frames
-        if parts is None:
+        worker of this host follow in pieces, as messages of their own under ``PART_TAG`` (one such message at a
+        time per destination: the receiver reads the pieces in the order of the messages)."""
+        big = [(i, _nbytes(f)) for i, f in enumerate(frames) if _nbytes(f) > CHUNK] \
+            if dst in self.transport.local_peers else None
+        if not big:
             self.transport.send(dst, TAG, [_join(header, None, frames[0]), *frames[1:]])
             return
-        frames, whole = frames
-        self.transport.send(dst, TAG, [_join(header, parts, frames[0]), *frames[1:]])
-        tag = parts[0]
-        for i, n in parts[1]:
-            view = memoryview(whole[i]).cast("B")
-            for lo in range(0, n, CHUNK):
-                self.transport.send(dst, tag, [view[lo:lo + CHUNK]])
+        with self._part_locks[dst]:
+            self.transport.send(dst, TAG, [_join(header, big, b"" if big[0][0] == 0 else frames[0]),
+                                           *(b"" if _nbytes(f) > CHUNK else f for f in frames[1:])])
+            for i, n in big:  # (sends of pieces that wait for shared memory queue: this returns at once)
+                view = memoryview(frames[i]).cast("B")
+                for lo in range(0, n, CHUNK):
+                    self.transport.send(dst, PART_TAG, [view[lo:lo + CHUNK]])
 
-    def _receive_parts(self, src, parts, frames):
-        tag, big = parts
+    def _receive_parts(self, src, big, frames):
         deadline = time.monotonic() + max(self.rpc_timeout, 10.0)
         for i, n in big:
             buf = np.empty(n, np.uint8)
             lo = 0
             while lo < n:
-                m = self.transport.recv(src, tag, deadline)
+                m = self.transport.recv(src, PART_TAG, deadline)
                 piece = np.frombuffer(m.frames[0], np.uint8)
                 buf[lo:lo + len(piece)] = piece
                 lo += len(piece)
