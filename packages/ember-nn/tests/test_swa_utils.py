@@ -200,3 +200,20 @@ def test_update_bn_matches_torch_and_keeps_mode():
     # a model without BatchNorm is left alone, and the loader is not even iterated
     lin = ember.nn.Linear(2, 2)
     ember.optim.swa_utils.update_bn(iter(()), lin)
+
+
+def test_swalr_after_a_milestone_of_sequential_lr():
+    # the usual schedule: cosine annealing, then SWALR from its milestone (restarted there without a step count)
+    out = []
+    for lib in (ember, torch):
+        opt = lib.optim.SGD([lib.nn.Parameter(lib.zeros(2))], lr=0.5)
+        sched = lib.optim.lr_scheduler.SequentialLR(
+            opt, [lib.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=5),
+                  lib.optim.swa_utils.SWALR(opt, swa_lr=0.05, anneal_epochs=3)], milestones=[5])
+        lrs = []
+        for _ in range(12):
+            opt.step()
+            sched.step()
+            lrs.append(opt.param_groups[0]["lr"])
+        out.append(lrs)
+    np.testing.assert_allclose(out[0], out[1], rtol=1e-13)
