@@ -546,3 +546,25 @@ def test_device_tensors_on_gloo_across_ranks(ranks):
         np.testing.assert_array_equal(sent, [10.0, 1.0])
         np.testing.assert_array_equal(np.stack(gathered), [[0, 0], [1, -1]])
         assert sets == [1, 1 if rank == 0 else 0]  # written back once; the source of the broadcast is left alone
+
+
+def callbacks_wait(rank, world):
+    """Completion callbacks (run on the group's communication thread) that issue collectives and wait for them, as
+    torch's PowerSGD hook does."""
+    import ember
+    dist = ember.distributed
+    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=60))
+    t, u, v, w = (ember.full((2,), rank + 1.0) for _ in range(4))
+
+    def chained(f):
+        dist.all_reduce(v)  # a synchronous call
+        work = dist.all_reduce(w, dist.ReduceOp.MAX, async_op=True)
+        work.wait()
+        return dist.all_reduce(u, async_op=True).get_future().wait()[0] + f.value()[0]
+    got = dist.all_reduce(t, async_op=True).get_future().then(chained).wait()
+    return [x.tolist() for x in (got, t, u, v, w)]
+
+
+def test_callbacks_may_wait_for_later_calls(ranks):
+    for got, t, u, v, w in ranks(2).run(callbacks_wait, timeout=60):
+        assert (got, t, u, v, w) == ([6.0, 6.0], [3.0, 3.0], [3.0, 3.0], [3.0, 3.0], [2.0, 2.0])

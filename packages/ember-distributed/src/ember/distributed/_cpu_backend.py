@@ -141,7 +141,8 @@ class CPUBackend:
         if self._error is not None or self._closed:
             work._complete(self._broken_error())
         else:
-            (stream or self._collectives).submit(work, name, fn, written, async_op)
+            work._stream = stream or self._collectives
+            work._stream.submit(work, name, fn, written, async_op)
         if not async_op:
             work.wait()
         return work
@@ -499,6 +500,9 @@ class CPUBackend:
         return self.recv(tensors, None, tag, async_op)
 
 
+_running = threading.local()  # .stream: the _Stream whose call this thread is running
+
+
 class _Stream:
     """Calls run one at a time in issue order: a synchronous call on its caller's thread when nothing is queued,
     the others on a thread of the stream's own."""
@@ -524,7 +528,7 @@ class _Stream:
                 self._cond.notify_all()
         if inline:
             try:
-                self._execute(work, name, fn, written, self)
+                self._run(work, name, fn, written)
             finally:
                 with self._cond:
                     self._busy = False
@@ -540,11 +544,32 @@ class _Stream:
                 work, name, fn, written = self._queue.popleft()
                 self._busy = True
             try:
-                self._execute(work, name, fn, written, self)
+                self._run(work, name, fn, written)
             finally:
                 with self._cond:
                     self._busy = False
                     self._cond.notify_all()
+
+    def _run(self, work, name, fn, written):
+        outer, _running.stream = getattr(_running, "stream", None), self
+        try:
+            self._execute(work, name, fn, written, self)
+        finally:
+            _running.stream = outer
+
+    def runs_here(self):
+        """Whether this thread is running one of the stream's calls (e.g. a completion callback of one)."""
+        return getattr(_running, "stream", None) is self
+
+    def help_until(self, done):
+        """From within one of the stream's calls: run the queued calls, in order, until ``done()``; stop when none is
+        left (what ``done`` awaits is then not on this stream)."""
+        while not done():
+            with self._cond:
+                if not self._queue:
+                    return
+                work, name, fn, written = self._queue.popleft()
+            self._run(work, name, fn, written)
 
     def close(self, fail):
         """Stop taking calls: run what is queued (``fail`` None) or complete it with ``fail``."""

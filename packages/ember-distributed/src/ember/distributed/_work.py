@@ -80,6 +80,21 @@ except ImportError:
     Future = _Future
 
 
+class _WorkFuture(Future):
+    """A Work's future. Its callbacks run on the thread of the Work's stream; one that waits for a later call of
+    that stream (as torch's PowerSGD hook does: ``all_reduce(...).get_future().wait()`` inside ``then``) gets the
+    queued calls run there, in order, instead of blocking the only thread that would run them."""
+    __slots__ = ("_work",)
+
+    def __init__(self, work):
+        super().__init__()
+        self._work = work
+
+    def wait(self):
+        self._work._help(self.done)
+        return super().wait()
+
+
 def _seconds(timeout):
     return timeout.total_seconds() if isinstance(timeout, datetime.timedelta) else float(timeout)
 
@@ -96,6 +111,7 @@ class Work:
         self._source = None
         self._sents, self._deadline = (), None  # a send's pieces still leaving (the transport's handles)
         self._lock = threading.Lock()
+        self._stream = None  # the backend's stream running it (see _help)
 
     def _complete(self, exc=None):
         with self._lock:
@@ -114,8 +130,16 @@ class Work:
     def _future_value(self):
         return self._outputs if self._outputs is not None else []
 
+    def _help(self, done):
+        """Called from a call of this Work's stream (a completion callback): run the stream's queued calls here until
+        ``done()`` (see _WorkFuture)."""
+        stream = self._stream
+        if stream is not None and not done() and stream.runs_here():
+            stream.help_until(done)
+
     def wait(self, timeout=None):
         """Block until done (at most ``timeout``, a timedelta or seconds); raise its error; True."""
+        self._help(self._event.is_set)
         if timeout is None:
             self._event.wait()
         elif not self._event.wait(_seconds(timeout)):
@@ -170,7 +194,7 @@ class Work:
             fut = self._future
             if fut is not None:
                 return fut
-            fut = self._future = Future()
+            fut = self._future = _WorkFuture(self)
             done = self._event.is_set()
         if done:
             self._settle(fut)
