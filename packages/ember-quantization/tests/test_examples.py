@@ -24,11 +24,12 @@ def _example(name, monkeypatch):
 
 def test_quantize_digits(monkeypatch, capsys):
     pytest.importorskip("sklearn")
-    _example("quantize_digits", monkeypatch).main([])
+    # (two epochs instead of three: 93.6% in float32, 98.1% with the default)
+    _example("quantize_digits", monkeypatch).main(["--epochs", "2", "--calibration-batches", "4"])
     out = capsys.readouterr().out
     (f_acc, f_kb), = re.findall(r"^float32: accuracy ([\d.]+)%, ([\d.]+) KB$", out, re.M)
     (q_acc, q_kb), = re.findall(r"^int8: accuracy ([\d.]+)%, ([\d.]+) KB$", out, re.M)
-    assert float(f_acc) > 95, out
+    assert float(f_acc) > 90, out
     assert float(q_acc) >= float(f_acc) - 1.0, out
     assert float(q_kb) < float(f_kb) / 2, out
 
