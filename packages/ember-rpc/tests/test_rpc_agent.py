@@ -148,7 +148,7 @@ def test_calls_errors_and_timeouts(workers):
     assert "RPC ran for more than set timeout (200 ms)" in msg and not callee_released
     assert out["no_timeout"] == 7
     assert out["lambda"][0] in ("PicklingError", "AttributeError")  # raised on the caller
-    assert out["unknown"][0] == "ValueError" and "nobody" in out["unknown"][1]
+    assert out["unknown"][0] == "RuntimeError" and "nobody" in out["unknown"][1]
     assert out["callable"] == ("TypeError", "function should be callable.")
     assert out["callee_unpickle"][0] == "RuntimeError" and "cannot be loaded on worker1" in out["callee_unpickle"][1]
     assert out["caller_unpickle"][0] == "RuntimeError"

@@ -124,6 +124,12 @@ def _driver(name, lib, rpc, dist_autograd):
         rpc.rpc_sync("worker1", 3)
     except Exception as e:  # noqa: BLE001
         out["not_callable"] = (type(e).__name__, str(e))
+    for key, call in (("unknown_call", lambda: rpc.rpc_sync("nobody", lib.add, args=(one, 1))),
+                      ("unknown_info", lambda: rpc.get_worker_info("nobody"))):
+        try:
+            call()
+        except Exception as e:  # noqa: BLE001
+            out[key] = (type(e).__name__, "nobody" in str(e))
     # distributed autograd (the seed page's example)
     with dist_autograd.context() as context_id:
         t1 = lib.ones((3, 3), requires_grad=True)
@@ -191,6 +197,7 @@ def test_errors(both):
     assert "RPC ran for more than set timeout" in t["timeout"][1] and "RPC ran for more than set timeout" in \
         e["timeout"][1]
     assert e["not_callable"] == t["not_callable"]
+    assert e["unknown_call"] == t["unknown_call"] and e["unknown_info"] == t["unknown_info"]
 
 
 def test_autograd_remote_module_and_optimizer(both):

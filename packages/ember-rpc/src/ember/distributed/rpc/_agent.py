@@ -165,11 +165,11 @@ class Agent:
         if isinstance(to, str):
             w = self.by_name.get(to)
             if w is None:
-                raise ValueError(f"Unknown destination worker {to}")
+                raise RuntimeError(f"Unknown destination worker {to}")
             return w
         if isinstance(to, int) and 0 <= to < self.world_size:
             return self.workers[to]
-        raise ValueError(f"Cannot get WorkerInfo from {to!r}")
+        raise RuntimeError(f"Unknown destination worker {to!r}")
 
     def call(self, to, kind, payload, timeout, meta=None, on_error=None):
         """Send a request; its Future (the callee's result, or its error)."""
