@@ -311,11 +311,21 @@ def _main(args=None):
 def main(args=None):
     """The emberrun command. Exits 1 (as torchrun) when workers failed, printing the failure report, or when a
     termination signal stopped the launcher (after passing it on to the workers)."""
+    code = 0
     try:
         _main(args)
     except (ChildFailedError, SignalException) as e:
         print(f"{type(e).__module__}.{type(e).__qualname__}: {e}", file=sys.stderr, flush=True)
-        sys.exit(1)
+        code = 1
+    ray = sys.modules.get("ray")
+    if args is None and ray is not None and ray.is_initialized():
+        # the emberrun command after a job on Ray: the job's actors and placement groups are released already, and
+        # Ray frees what a finished driver owned; its orderly disconnect would add a second or more to every launch
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    if code:
+        sys.exit(code)
 
 
 if __name__ == "__main__":
