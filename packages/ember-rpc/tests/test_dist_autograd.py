@@ -35,6 +35,10 @@ class Chained(nn.Module):
         return self.next.rpc_sync().forward(self.stage(x))
 
 
+def _sum_of_squares(t):
+    return (t ** 2).sum()
+
+
 def _grads_of(module_rref, context_id):
     grads = dist_autograd.get_gradients(context_id)
     return [grads[p].numpy() for p in module_rref.local_value().parameters()]
@@ -93,6 +97,12 @@ def _model(rank, world):
                           *rpc.rpc_sync("worker1", _params_of, args=(first.get_module_rref(),)),
                           *rpc.rpc_sync("worker2", _params_of, args=(last.get_module_rref(),))]
         out["async"] = first.forward_async(ember.tensor(x) @ w0_param).wait().shape
+        # RRef.backward: a loss made on worker 1 by remote(), backpropagated from there
+        with dist_autograd.context() as context_id:
+            u = ember.arange(3.0, requires_grad=True)
+            loss_rref = rpc.remote("worker1", _sum_of_squares, args=(u * 2,))
+            loss_rref.backward(context_id)
+            out["rref_backward"] = dist_autograd.get_gradients(context_id)[u].numpy()
     rpc.shutdown()
     return out
 
@@ -112,3 +122,4 @@ def test_distributed_backward_and_optimizer_equal_one_process(workers):
     for got, want in zip(out["stepped"], ref_params):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-7)
     assert out["async"] == (6, 3)
+    np.testing.assert_allclose(out["rref_backward"], 8 * np.arange(3.0))  # d/du sum((2u)^2) = 8u

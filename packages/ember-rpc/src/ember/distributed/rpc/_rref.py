@@ -315,6 +315,16 @@ class RRef:
         fut.set_result(self._type)
         return fut
 
+    def backward(self, dist_autograd_ctx_id=-1, retain_graph=False):
+        """Backpropagate from the value (a scalar tensor) on its owner: with ember's local autograd when
+        ``dist_autograd_ctx_id`` is -1, else a distributed backward pass of that context."""
+        if self.is_owner():
+            _backward_here(self, dist_autograd_ctx_id, retain_graph)
+        else:
+            from . import api
+
+            api.rpc_sync(self._owner, _backward_here, args=(self, dist_autograd_ctx_id, retain_graph))
+
     # ---- proxies -----------------------------------------------------------------------------------------
     def rpc_sync(self, timeout=-1.0):
         """``rref.rpc_sync().method(*args)``: runs ``method`` on the value at its owner; its result."""
@@ -329,6 +339,16 @@ class RRef:
     def __repr__(self):
         kind = "OwnerRRef" if self.is_owner() else "UserRRef"
         return f"{kind}(RRefId = {self._id}, ForkId = {self._fork})"
+
+
+def _backward_here(rref, context_id, retain_graph):
+    value = rref.local_value()
+    if context_id == -1:
+        value.backward(retain_graph=retain_graph)
+    else:
+        import ember.distributed.autograd as dist_autograd
+
+        dist_autograd.backward(context_id, [value], retain_graph)
 
 
 def _unpickle_rref(owner, rref_id, fork, sender, type_):
