@@ -51,6 +51,7 @@ _callbacks = {}  # handle -> _Callback
 _handles = itertools.count(1)
 _sampler = random.Random()  # private, so sampling never disturbs ember's or Python's global streams
 _installed = [False]
+_wants = [False, False]  # [some open profile records stacks, ... records memory]: read on every recorded call
 _ids = itertools.count()
 
 
@@ -69,6 +70,7 @@ def _now_us():
 
 def _refresh():
     """Keep the profiler layer registered (and the slow path forced) exactly while it has work."""
+    _wants[:] = any(p.with_stack for p in _active), any(p.profile_memory for p in _active)
     want = bool(_active or _callbacks)
     if want != _installed[0]:
         if want:
@@ -219,7 +221,7 @@ def _enter(name, args, user_scope):
         stack = _tls.stack
         shapes = _shapes(args) if any(p.record_shapes for p in _active) else []
         event = FunctionEvent(name, _now_us(), shapes, stack[-1] if stack else None, user_scope)
-        if any(p.with_stack for p in _active):
+        if _wants[0]:
             event.stack = _python_stack()
         if any(p._device for p in _active):
             event._cuda = _cuda_events()
@@ -270,7 +272,7 @@ def _layer(call, call_next):
         if state is not None:
             if state[0].inputs is not None:
                 state[0].outputs = result
-            if state[2] is not None and any(p.profile_memory for p in _active):
+            if state[2] is not None and _wants[1]:
                 _memory(state[2], result, call)
         return result
     finally:
