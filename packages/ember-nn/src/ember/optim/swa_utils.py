@@ -32,8 +32,9 @@ def get_ema_multi_avg_fn(decay=0.999):
 
     @ember.no_grad()
     def ema_update(ema_param_list, current_param_list, _num_averaged):
+        inexact = _inexact(ema_param_list[0])  # (one call has one dtype)
         for p_ema, p_model in zip(ema_param_list, current_param_list):
-            if _inexact(ema_param_list[0]):
+            if inexact:
                 p_ema.lerp_(p_model, 1 - decay)
             else:
                 p_ema.copy_(p_ema * decay + p_model * (1 - decay))
