@@ -1116,10 +1116,12 @@ class TCPStore(Store):
         process on the same port stops it at once."""
         handle, self._server = self._server, None
         if handle is not None:
-            handle.holders -= 1
+            with _TENANTS_LOCK:
+                handle.holders -= 1
+                alone = handle.holders == 0
         if world_size is not None and not self._released:
             try:
-                if handle is not None and handle.holders == 0:
+                if handle is not None and alone:
                     with _LINGERING_LOCK:
                         _LINGERING[handle.port] = handle
                     self._call((_LINGER, world_size, _ms(self._timeout)))
