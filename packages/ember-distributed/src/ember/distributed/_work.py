@@ -63,7 +63,7 @@ class _Future:
 
     def then(self, callback):
         """A future of ``callback(self)``, run when this one completes."""
-        fut = type(self)()
+        fut = _Future()
 
         def run(f):
             try:
