@@ -16,7 +16,16 @@ import pytest
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 ray = pytest.importorskip("ray")
 
-from elastic_helpers import JOB, job_processes, launch, started_workers, wait_for, worker_envs  # noqa: E402
+from elastic_helpers import (  # noqa: E402
+    JOB,
+    job_processes,
+    kill_tree,
+    launch,
+    start,
+    started_workers,
+    wait_for,
+    worker_envs,
+)
 from ray.cluster_utils import Cluster  # noqa: E402
 
 from ember.distributed.elastic.multiprocessing import DefaultLogsSpecs  # noqa: E402
@@ -102,8 +111,9 @@ def test_cli_environment_console_and_logs(cluster, tmp_path):
         assert (env["WORLD_SIZE"], env["GROUP_WORLD_SIZE"], env["LOCAL_WORLD_SIZE"]) == ("2", "2", "1")
         assert env["TORCHELASTIC_RUN_ID"] == "cli-env" and env["TORCHELASTIC_RESTART_COUNT"] == "0"
         assert env["TORCHELASTIC_USE_AGENT_STORE"] == "True" and env["MASTER_ADDR"] == "127.0.0.1"
-    # rank-prefixed console lines (behind Ray's prefix of the node's actor), per-rank log files on the nodes
-    assert "[default1]:out of rank 1" in stdout + stderr and "[default0]:err of rank 0" in stdout + stderr
+    # rank-prefixed console lines, each on its stream; per-rank log files on the nodes
+    assert "[default0]:out of rank 0\n" in stdout and "[default1]:out of rank 1\n" in stdout
+    assert "[default0]:err of rank 0\n" in stderr and "[default1]:err of rank 1\n" in stderr
     logged = sorted(p.read_text() for p in logs.rglob("stdout.log"))
     assert logged == ["out of rank 0\n", "out of rank 1\n"]
     _assert_clean(tmp_path / "out")
@@ -116,6 +126,23 @@ def test_cli_one_rank_raises(cluster, tmp_path):
     root = stderr.split("Root Cause (first observed failure):")[1]
     assert "rank      : 1 (local_rank: 0)" in root and "RuntimeError: rank 1 fails at step 2" in root
     assert "(Ray node " in root  # the node the rank ran on
+    _assert_clean(tmp_path)
+
+
+def test_cli_sigterm_to_the_launcher(cluster, tmp_path):
+    """SIGTERM to emberrun on Ray: every node's workers get SIGTERM, the job's actors go, emberrun exits 1."""
+    proc = start("ember", ["--ray-address", cluster.address, "--nnodes", "2", "--nproc-per-node", "1"], "sleep",
+                 out=tmp_path)
+    try:
+        wait_for(lambda: len(list(tmp_path.glob("ready_*"))) == 2, timeout=60, what="both workers ready")
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=60)
+    except BaseException:
+        kill_tree(proc, tmp_path)
+        raise
+    assert proc.returncode == 1, stderr
+    assert "SignalException" in stderr
+    assert [p.read_text() for p in sorted(tmp_path.glob("signal_*"))] == ["SIGTERM", "SIGTERM"]
     _assert_clean(tmp_path)
 
 

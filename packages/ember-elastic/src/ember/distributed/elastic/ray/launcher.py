@@ -245,7 +245,8 @@ class _RayJob:
                     continue  # slow to answer (a busy node): asked again when it does
                 ref, m.poll = m.poll, None
                 try:
-                    m.state, values, failed = ray.get(ref)
+                    m.state, values, failed, output = ray.get(ref)
+                    _echo(output)
                 except ray.exceptions.RayActorError as e:
                     lost.append((m, e))
                     continue
@@ -278,7 +279,7 @@ class _RayJob:
         refs = [(m, m.actor.stop.remote()) for m in self.members]
         for m, ref in refs:
             try:
-                ray.get(ref)
+                _echo(ray.get(ref))
             except ray.exceptions.RayError:
                 self._drop(m)
 
@@ -313,7 +314,12 @@ class _RayJob:
         """Stop every node's workers, then kill the actors and free the placement groups."""
         refs = [s.actor.shutdown.remote() for s in self.slots if s.actor is not None]
         if refs:
-            ray.wait(refs, num_returns=len(refs), timeout=self.config.shutdown_timeout + 5)
+            done, _ = ray.wait(refs, num_returns=len(refs), timeout=self.config.shutdown_timeout + 5)
+            for ref in done:
+                try:
+                    _echo(ray.get(ref))
+                except ray.exceptions.RayError:
+                    pass
         for slot in list(self.slots):
             if slot.actor is not None:
                 ray.kill(slot.actor)
@@ -325,6 +331,14 @@ class _RayJob:
             except ray.exceptions.RayError:
                 pass
             ray.kill(self.coord, no_restart=True)
+
+
+def _echo(output):
+    """Print a node's teed worker lines (stdout, stderr) on this console."""
+    for text, stream in zip(output, (sys.stdout, sys.stderr)):
+        if text:
+            stream.write(text)
+            stream.flush()
 
 
 def _local_error_files(failures):

@@ -57,6 +57,27 @@ class _DriverRounds(RendezvousHandler):
         return True
 
 
+class _Lines:
+    """A text stream keeping what is written to it: the node's teed worker lines, which the driver fetches with
+    each poll and prints (Ray's own forwarding of an actor's output may lag behind the end of the job)."""
+
+    def __init__(self):
+        self._lock, self._parts = threading.Lock(), []
+
+    def write(self, text):
+        with self._lock:
+            self._parts.append(text)
+        return len(text)
+
+    def flush(self):
+        pass
+
+    def drain(self):
+        with self._lock:
+            text, self._parts = "".join(self._parts), []
+        return text
+
+
 class _NodeAgent(LocalElasticAgent):
     """The local agent with the round and the job's restart count given from outside."""
 
@@ -96,6 +117,7 @@ class NodeActor:
         self._nproc = spec["local_world_size"]
         self._round_store = None
         self._started = False
+        self._out = _Lines(), _Lines()
         # state copies: my workers' last commits {local rank: (version, ref)}, other nodes' {origin: {...}}
         self._lock = threading.Lock()
         self._buddy = None
@@ -132,16 +154,26 @@ class NodeActor:
         agent.round = round_info
         with self._lock:
             self._buddy = buddy
-        agent._initialize_workers(group)
+        # the workers' console tails are made with the workers: they write to the streams set now
+        streams = sys.stdout, sys.stderr
+        sys.stdout, sys.stderr = self._out
+        try:
+            agent._initialize_workers(group)
+        finally:
+            sys.stdout, sys.stderr = streams
         self._started = True
         if self._mirror is None:
             self._mirror = threading.Thread(target=self._mirror_commits, name="ember-state-mirror", daemon=True)
             self._mirror.start()
         return {w.local_rank: w.id for w in group.workers}
 
+    def output(self):
+        """(stdout, stderr): the teed worker lines written since the last call."""
+        return self._out[0].drain(), self._out[1].drain()
+
     def poll(self, timeout):
         """Wait up to ``timeout`` seconds for a change, then the workers' state: (state name, return values by
-        global rank, failures by global rank, each failure's ``host`` naming this node)."""
+        global rank, failures by global rank, each failure's ``host`` naming this node, (stdout, stderr) lines)."""
         agent = self._agent
         group = agent.get_worker_group()
         agent._wait_workers(group, timeout)
@@ -150,16 +182,20 @@ class NodeActor:
             where = self.where()
             for failure in result.failures.values():
                 failure.host = f"{where['host']} (Ray node {where['node_id'][:16]}, {where['ip']})"
-        return result.state.value, result.return_values, result.failures
+        return result.state.value, result.return_values, result.failures, self.output()
 
     def stop(self):
+        """Stop the workers; (stdout, stderr) lines not fetched yet."""
         if self._started:
             self._agent._stop_workers(self._agent.get_worker_group())
+        return self.output()
 
     def shutdown(self):
+        """Stop everything; (stdout, stderr) lines not fetched yet."""
         self._agent._shutdown(timeout=self._agent._shutdown_timeout)
         self._close_round_store()
         self._started = False
+        return self.output()
 
     # ------------------------------------------------------------------------------ copies of State commits
 
