@@ -89,8 +89,8 @@ DEFAULT_MODULE_TO_ACT_POST_PROCESS = {
 
 
 def no_observer_set():
-    """Module types whose outputs get no observer (the quantizable LSTM observes inside)."""
-    return {nnqa.LSTM}
+    """Module types whose outputs get no observer (the quantizable LSTM and MultiheadAttention observe inside)."""
+    return {nnqa.LSTM, nnqa.MultiheadAttention}
 
 
 def get_default_static_quant_module_mappings():

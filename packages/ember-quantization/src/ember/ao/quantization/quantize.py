@@ -40,14 +40,15 @@ __all__ = ["get_default_custom_config_dict", "propagate_qconfig_", "add_quant_de
 
 is_activation_post_process = _is_activation_post_process
 
-# (PyTorch's also map MultiheadAttention: ember has no quantizable MultiheadAttention)
-_DEFAULT_CUSTOM_CONFIG_DICT = {"float_to_observed_custom_module_class": {nn.LSTM: nnqa.LSTM},
-                               "observed_to_quantized_custom_module_class": {nnqa.LSTM: nnq.LSTM}}
+_DEFAULT_CUSTOM_CONFIG_DICT = {
+    "float_to_observed_custom_module_class": {nn.LSTM: nnqa.LSTM, nn.MultiheadAttention: nnqa.MultiheadAttention},
+    "observed_to_quantized_custom_module_class": {nnqa.LSTM: nnq.LSTM,
+                                                  nnqa.MultiheadAttention: nnq.MultiheadAttention}}
 
 
 def get_default_custom_config_dict():
-    """Custom module mappings used by default: ``nn.LSTM`` observed as the quantizable LSTM, which converts to
-    the quantized one."""
+    """Custom module mappings used by default: ``nn.LSTM`` and ``nn.MultiheadAttention`` observed as the
+    quantizable modules, which convert to the quantized ones."""
     return _DEFAULT_CUSTOM_CONFIG_DICT
 
 

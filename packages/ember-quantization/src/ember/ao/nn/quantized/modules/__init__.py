@@ -3,6 +3,7 @@ import ember
 import ember.nn as nn
 
 from .activation import ELU, Hardswish, LeakyReLU, PReLU, ReLU6, Sigmoid, Softmax
+from .attention import MultiheadAttention
 from .batchnorm import BatchNorm2d, BatchNorm3d
 from .conv import Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d
 from .dropout import Dropout
@@ -10,11 +11,12 @@ from .embedding_ops import Embedding, EmbeddingBag
 from .functional_modules import FloatFunctional, FXFloatFunctional, QFunctional
 from .linear import Linear
 from .normalization import GroupNorm, InstanceNorm1d, InstanceNorm2d, InstanceNorm3d, LayerNorm
-from .rnn import LSTM  # (last: it builds on the quantizable LSTM, which uses FloatFunctional)
+from .rnn import LSTM
 
 __all__ = ["BatchNorm2d", "BatchNorm3d", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d",
            "ConvTranspose3d", "DeQuantize", "ELU", "Embedding", "EmbeddingBag", "GroupNorm", "Hardswish",
-           "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d", "LayerNorm", "LeakyReLU", "Linear", "LSTM", "PReLU",
+           "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d", "LayerNorm", "LeakyReLU", "Linear", "LSTM",
+           "MultiheadAttention", "PReLU",
            "Quantize", "ReLU6", "Sigmoid", "Softmax", "Dropout", "FloatFunctional", "FXFloatFunctional",
            "QFunctional"]
 
