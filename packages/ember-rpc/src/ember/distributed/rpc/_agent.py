@@ -126,7 +126,6 @@ class Agent:
     """One worker's end of RPC: ``name``, ``rank`` among ``world_size`` workers meeting in ``store``."""
 
     def __init__(self, store, name, rank, world_size, options):
-        self.options = options
         self.rpc_timeout = options.rpc_timeout
         self.rank, self.world_size = rank, world_size
         self.store = store
@@ -171,7 +170,7 @@ class Agent:
             return self.workers[to]
         raise RuntimeError(f"Unknown destination worker {to!r}")
 
-    def call(self, to, kind, payload, timeout, meta=None, on_error=None):
+    def call(self, to, kind, payload, timeout, meta=None):
         """Send a request; its Future (the callee's result, or its error)."""
         dst = self.worker(to).id
         frames = _dumps_to(payload, dst)  # an unpicklable request raises here, in the caller
@@ -286,13 +285,10 @@ class Agent:
             except (PeerError, TimeoutError, DistBackendError):
                 return  # the sender is gone: its request or response with it
         try:
-            _rref.SER.src = src
             payload = pickle.loads(frames[0], buffers=frames[1:])
             error = None
         except Exception as e:  # noqa: BLE001 - answered (or reported) as an error
             payload, error = None, e
-        finally:
-            _rref.SER.src = None
         if kind == _OK or kind == _ERR:
             with self._lock:
                 p = self._pending.pop(rid, None)
@@ -417,7 +413,7 @@ class Agent:
         if graceful:
             deadline = time.monotonic() + (self.rpc_timeout if timeout is None else timeout)
             try:
-                self.owner_table.release_users()
+                self.owner_table.flush_deletes()  # (references still held stay valid: work may yet use them)
                 self._drain(deadline)
             except Exception:  # noqa: BLE001 - a lost store or peer: close anyway
                 pass

@@ -20,8 +20,7 @@ from collections import defaultdict, deque
 
 from ember.futures import Future
 
-SER = threading.local()  # the peer a message is being pickled for (dst) or unpickled from (src)
-SER.src = SER.dst = None
+SER = threading.local()  # dst: the worker a message is being pickled for
 
 
 def _agent():
@@ -120,12 +119,6 @@ class OwnerTable:
                 _delete_forks(self.agent, owner, items)
             else:
                 self.agent.oneway(owner, (_delete_forks, (items,)))
-
-    def release_users(self):
-        """At shutdown: every RRef held here lets go of its value."""
-        for rref in list(self.users.values()):
-            rref._release()
-        self.flush_deletes()
 
     def clear(self):
         with self.lock:
@@ -233,7 +226,7 @@ class RRef:
 
     # ---- pickling into an RPC message: a new fork for the receiver ---------------------------------------
     def __reduce__(self):
-        dst = SER.dst
+        dst = getattr(SER, "dst", None)
         agent = _current()
         if dst is None or agent is None:
             raise RuntimeError("RRef can only be pickled into an RPC message (rpc_sync, rpc_async or remote)")
