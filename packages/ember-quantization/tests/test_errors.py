@@ -164,6 +164,7 @@ def test_convert_with_qconfig_missing(set_qconfig):
     assert_same_error(lambda m: _converted_run(m, set_qconfig))
 
 
+@pytest.mark.filterwarnings("ignore:None of the submodule got qconfig applied")
 def test_no_qconfig_leaves_the_model_float():
     for m in (torch, ember):
         model = _model(m)

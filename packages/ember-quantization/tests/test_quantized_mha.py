@@ -14,7 +14,9 @@ import ember.ao.nn.quantized as nnq
 import ember.ao.quantization as eq
 
 # (FloatFunctional.mul_scalar, the query scaling, observes nothing: its observer warns at convert, in both)
-pytestmark = pytest.mark.filterwarnings("ignore:must run observer before calling calculate_qparams")
+# (torch's warning of a quantized cat of different qparams: bias_k and bias_v joined to the keys and values)
+pytestmark = [pytest.mark.filterwarnings("ignore:must run observer before calling calculate_qparams"),
+              pytest.mark.filterwarnings("ignore:All inputs of this cat operator must share")]
 X = np.random.default_rng(1).standard_normal((5, 3, 8)).astype(np.float32)
 
 
