@@ -6,6 +6,7 @@ nodes, then growing back when a Ray node joins. One cluster serves the whole mod
 one node of a job per Ray node)."""
 import concurrent.futures
 import json
+import operator
 import os
 import signal
 import sys
@@ -144,6 +145,12 @@ def test_cli_sigterm_to_the_launcher(cluster, tmp_path):
     assert "SignalException" in stderr
     assert [p.read_text() for p in sorted(tmp_path.glob("signal_*"))] == ["SIGTERM", "SIGTERM"]
     _assert_clean(tmp_path)
+
+
+def test_function_entrypoint_returns_by_global_rank(cluster):
+    """ray_launch with a function (any importable one): its return values by global rank."""
+    assert ray_launch(_config("function"), operator.add, address="auto")(1, 2) == {0: 3, 1: 3}
+    wait_for(lambda: not _leftovers(), timeout=20, what="the job's actors and placement groups gone")
 
 
 def test_fails_only_on_first_attempt(cluster, tmp_path):
