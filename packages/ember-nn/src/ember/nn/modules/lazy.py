@@ -57,7 +57,7 @@ class LazyModuleMixin:
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self._load_hook = self.register_load_state_dict_pre_hook(self._lazy_load_hook)
+        self._load_hook = self._register_load_state_dict_pre_hook(self._lazy_load_hook)
         self._initialize_hook = self.register_forward_pre_hook(self._infer_parameters)
 
     def has_uninitialized_params(self):

@@ -1,5 +1,6 @@
 """``nn.Module``: parameters, buffers, submodules, state_dict, hooks, device and dtype moves."""
 import collections
+import functools
 import itertools
 
 import ember
@@ -62,6 +63,7 @@ class Module:
         d["_backward_pre_hooks"] = {}
         d["_state_dict_hooks"] = {}
         d["_load_state_dict_pre_hooks"] = {}
+        d["_load_state_dict_post_hooks"] = {}
 
     def forward(self, *args, **kwargs):
         raise NotImplementedError(f'Module [{type(self).__name__}] is missing the required "forward" function')
@@ -425,15 +427,22 @@ class Module:
         missing, unexpected, errors = [], [], []
         metadata = getattr(state_dict, "_metadata", None)
 
-        def load(module, prefix=""):
+        def load(module, local, prefix=""):
             local_metadata = {} if metadata is None else metadata.get(prefix[:-1], {})
-            module._load_from_state_dict(state_dict, prefix, local_metadata, True, missing, unexpected, errors,
+            module._load_from_state_dict(local, prefix, local_metadata, True, missing, unexpected, errors,
                                          assign=assign)
             for name, child in module._modules.items():
-                if child is not None:
-                    load(child, prefix + name + ".")
+                if child is not None:  # (a child and its hooks see only its own entries, as in PyTorch)
+                    inner = prefix + name + "."
+                    load(child, {k: v for k, v in local.items() if k.startswith(inner)}, inner)
+            for hook in module.__dict__.get("_load_state_dict_post_hooks", {}).values():
+                # (a hook may change the key lists in place: before the strict check below)
+                if hook(module, _IncompatibleKeys(missing, unexpected)) is not None:
+                    raise AssertionError("Hooks registered with ``register_load_state_dict_post_hook`` are not "
+                                         "expected to return new values, if incompatible_keys need to be modified, "
+                                         "it should be done inplace.")
 
-        load(self)
+        load(self, dict(state_dict))
         if strict:
             if unexpected:
                 errors.insert(0, "Unexpected key(s) in state_dict: " + ", ".join(f'"{k}"' for k in unexpected) + ". ")
@@ -448,9 +457,20 @@ class Module:
         self._state_dict_hooks[handle.id] = hook
         return handle
 
-    def register_load_state_dict_pre_hook(self, hook):
+    def _register_load_state_dict_pre_hook(self, hook, with_module=False):
         handle = _RemovableHandle(self._load_state_dict_pre_hooks)
-        self._load_state_dict_pre_hooks[handle.id] = hook
+        self._load_state_dict_pre_hooks[handle.id] = functools.partial(hook, self) if with_module else hook
+        return handle
+
+    def register_load_state_dict_pre_hook(self, hook):
+        """``hook(module, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs)``
+        before this module's own entries load."""
+        return self._register_load_state_dict_pre_hook(hook, with_module=True)
+
+    def register_load_state_dict_post_hook(self, hook):
+        """``hook(module, incompatible_keys)`` once the whole state_dict has loaded (it may edit the key lists)."""
+        handle = _RemovableHandle(self._load_state_dict_post_hooks)
+        self._load_state_dict_post_hooks[handle.id] = hook
         return handle
 
     # ---- hooks and calling --------------------------------------------------------------------------

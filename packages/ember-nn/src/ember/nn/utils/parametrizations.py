@@ -150,10 +150,7 @@ def weight_norm(module, name="weight", dim=0):
     (``original1``). State dicts of the older ``<name>_g``/``<name>_v`` form load too. Returns ``module``."""
     parametrize.register_parametrization(module, name, _WeightNorm(dim), unsafe=True)
 
-    def rename_old_keys(*args):
-        # (state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs), possibly after
-        # the module
-        state_dict, prefix = args[-7], args[-6]
+    def rename_old_keys(module, state_dict, prefix, *rest):
         g_key, v_key = f"{prefix}{name}_g", f"{prefix}{name}_v"
         if g_key in state_dict and v_key in state_dict:
             state_dict[f"{prefix}parametrizations.{name}.original0"] = state_dict.pop(g_key)
