@@ -261,6 +261,10 @@ def test_options_validation():
         rpc.init_rpc("w", rank=0, world_size=1, rpc_backend_options={"rpc_timeout": 1})
     with pytest.raises(RuntimeError, match="not been initialized"):
         rpc.rpc_sync("w", add, args=(1, 2))
+    with pytest.raises(RuntimeError, match="Worker name must match"):
+        rpc.init_rpc("bad name!", rank=0, world_size=1)
+    with pytest.raises(RuntimeError, match="world_size"):
+        rpc.init_rpc("w", rank=0)
     assert repr(rpc.BackendType.TENSORPIPE) == "BackendType.TENSORPIPE"
     assert rpc.backend_registered("TENSORPIPE") and not rpc.backend_registered("NOPE")
     assert pickle.loads(pickle.dumps(rpc.WorkerInfo("w", 3))) == rpc.WorkerInfo("w", 3)
