@@ -4,9 +4,9 @@ to all of them).
 * Without PyTorch (the oracle is on this machine's disk for Python 3.11 only; other Pythons would download the
   multi-GB CUDA build), test modules that import torch, directly or through a helper module beside them, are
   not collected: the rest of the suite still runs there.
-* Tests marked ``autograd`` need ember-autograd, tests marked ``special`` ember-special. A package that does not
-  depend on one runs those tests in the second half of its nox session, after installing it; before, and wherever
-  it is absent, they are skipped.
+* Tests marked ``autograd`` need ember-autograd, ``special`` ember-special, ``nn`` ember-nn (pyproject.toml's
+  markers say so). A package that does not depend on one runs those tests at the end of its nox session, after
+  installing it; before, and wherever it is absent, they are skipped.
 """
 import importlib.util
 import re

@@ -117,6 +117,12 @@ TESTED = [n for n, info in PKGS.items() if _has_tests(info)]
 ALL = [n for n in PKGS if n != "ember"] + (["ember"] if "ember" in PKGS else [])
 
 
+def _marks(tests, marker):
+    """Whether a test module under ``tests`` carries ``marker`` (``pytest.mark.X``, or optable's ``needs_X``)."""
+    pattern = re.compile(rf"mark\.{marker}\b|needs_{marker}\b")
+    return any(pattern.search(p.read_text(encoding="utf-8")) for p in tests.rglob("*.py"))
+
+
 @nox.session(python=PYTHONS)
 @nox.parametrize("package", TESTED)
 def tests(session, package):
@@ -135,7 +141,7 @@ def tests(session, package):
     full = session.python == ORACLE_PYTHON
     session.run("pytest", tests_dir, *([] if full else ["-m", "not slow"]), *session.posargs)
     for marker, dist in OPTIONAL.items():
-        if dist in PKGS and dist not in closure:
+        if dist in PKGS and dist not in closure and _marks(PKGS[package]["dir"] / "tests", marker):
             session.install("--no-compile", *_editable(_closure(dist)))
             # exit code 5: no test of this package carries the marker
             session.run("pytest", tests_dir, "-m", marker if full else f"{marker} and not slow", *session.posargs,

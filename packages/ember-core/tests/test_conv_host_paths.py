@@ -84,6 +84,7 @@ def test_winograd_matches_float64_torch(case, dtype, tol):
 
 @needs_autograd
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+@pytest.mark.nn  # (calls ember.nn.functional: ember-nn)
 def test_winograd_through_conv2d_matches_torch(dtype, monkeypatch):
     """conv2d and its backward take the Winograd path for 3x3 kernels with stride 1 and 32 channels or more."""
     monkeypatch.setattr(_winograd, "MIN_WORK", 0)
@@ -112,6 +113,7 @@ def _conv_results(lib, x, w, b):
 @needs_autograd
 @pytest.mark.parametrize("where", ["input", "weight", "bias"])
 @pytest.mark.parametrize("value", [np.inf, -np.inf, np.nan])
+@pytest.mark.nn  # (calls ember.nn.functional: ember-nn)
 def test_non_finite_values_stay_where_direct_sums_leave_them(where, value, monkeypatch):
     """The transforms would spread a NaN or infinity over whole tiles: such results are computed again directly,
     so NaN and infinity land where the direct product puts them, and where torch does (but for a weight that is
@@ -199,6 +201,7 @@ def test_host_paths_chosen(shape, kernel, stride, groups, want):
 @needs_autograd
 @pytest.mark.parametrize("grads", [(True, False), (False, True), (True, True)], ids=["input", "weight", "both"])
 @pytest.mark.parametrize("kernel, stride", [((3, 3), 1), ((3, 3), 2), ((7, 7), 2)])
+@pytest.mark.nn  # (calls ember.nn.functional: ember-nn)
 def test_conv2d_through_channels_last_matches_torch(grads, kernel, stride):
     """conv2d and its backward on the channels-last path (the stem's input gradient, of 3 channels, by col2im
     batch-first), only the gradients asked for."""

@@ -159,6 +159,7 @@ def test_half_elementwise_ops_round_through_the_fast_casts():
     (2, 1, 1, 1, 1, 0), (2, 1, 0, 2, 2, 1), (1, 1, 2, 1, 1, 0), (3, 1, 1, (1, 2, 1), 1, 0),
     (2, 2, 1, 1, 2, 1), (3, (2, 1, 1), 0, 1, 1, 0)])
 @needs_autograd
+@pytest.mark.nn  # (calls ember.nn.functional: ember-nn)
 def test_conv_transpose_and_gradients_match_torch(n, stride, padding, dilation, groups, output_padding):
     """col2im's stride-1 runs (with dilation, output padding and groups), its strided path, and the weight
     gradient's positions-as-rows product, against torch.autograd."""
@@ -180,6 +181,7 @@ def test_conv_transpose_and_gradients_match_torch(n, stride, padding, dilation, 
 
 
 @needs_autograd
+@pytest.mark.nn  # (calls ember.nn.functional: ember-nn)
 def test_conv_gradient_only_for_what_requires_it():
     x, w = ember.randn(2, 3, 6, 6), ember.randn(4, 3, 3, 3, requires_grad=True)
     b = ember.randn(4, requires_grad=True)
@@ -211,6 +213,7 @@ CONVS = [
 @pytest.mark.parametrize("dtype", ["float64", "float32", "float16", "bfloat16"])
 @pytest.mark.parametrize("case", CONVS, ids=str)
 @needs_autograd
+@pytest.mark.nn  # (calls ember.nn.functional: ember-nn)
 def test_conv_layouts_and_array_gradients_match_torch(case, dtype, last, monkeypatch):
     """Both column layouts of the products (forced), forward and the gradients computed on the arrays (a backward
     without create_graph), against torch.autograd; the input gradient only when the input requires one."""

@@ -260,6 +260,7 @@ def test_half_types_compute_in_float32():
 @needs_autograd
 @pytest.mark.parametrize("name, kwargs", [("gelu", {}), ("gelu", {"approximate": "tanh"}), ("silu", {}),
                                           ("softplus", {"beta": 2.0, "threshold": 1.0})])
+@pytest.mark.nn  # (calls ember.nn.functional: ember-nn)
 def test_second_derivatives(name, kwargs):
     """The VJP ops' own VJPs (double backward) against finite differences (float64)."""
     x = ember.tensor(np.random.default_rng(1).standard_normal(20) * 2, requires_grad=True)
@@ -271,6 +272,7 @@ def test_second_derivatives(name, kwargs):
 @pytest.mark.parametrize("name, kwargs", [("gelu", {}), ("gelu", {"approximate": "tanh"}), ("silu", {}),
                                           ("softplus", {"beta": 2.0, "threshold": 1.0}), ("sigmoid", {}),
                                           ("tanh", {})])
+@pytest.mark.nn  # (calls ember.nn.functional: ember-nn)
 def test_loops_match_torch_on_large_tensors(name, kwargs, engine):
     """Forward and backward through the loops (tensors above LOOP_MIN) against torch (float32)."""
     torch = pytest.importorskip("torch")
@@ -306,6 +308,7 @@ def test_softmax_rows_match_torch(name, engine):
 @needs_autograd
 @pytest.mark.parametrize("affine", ["both", "weight", "bias", "none"])
 @pytest.mark.parametrize("width", [128, 1000])
+@pytest.mark.nn  # (calls ember.nn.functional: ember-nn)
 def test_layer_norm_rows_match_torch(affine, width, engine):
     torch = pytest.importorskip("torch")
     rng = np.random.default_rng(6)
@@ -325,6 +328,7 @@ def test_layer_norm_rows_match_torch(affine, width, engine):
 
 
 @needs_autograd
+@pytest.mark.nn  # (calls ember.nn.functional: ember-nn)
 def test_row_loops_split_over_threads_bit_identical(monkeypatch, engine):
     """The halves of the rows on two threads give the values of one thread (layer norm's parameter gradients too:
     both halves are summed either way)."""

@@ -16,6 +16,7 @@ class _EmberSub(ember.Tensor):
 
 
 @pytest.mark.autograd
+@pytest.mark.nn  # (calls ember.nn.functional: ember-nn)
 def test_as_subclass_is_an_alias_with_history():
     for lib, cls in ((torch, _TorchSub), (ember, _EmberSub)):
         x = lib.tensor([1.0, 2.0, 3.0], requires_grad=True)

@@ -43,6 +43,7 @@ FIXED = {
     "swapdims": "TransposeBackward0", "expand_as": "ExpandBackward0", "broadcast_to": "ExpandBackward0",
     "concat": "CatBackward0", "concatenate": "CatBackward0", "narrow": "SliceBackward0", "msort": "SortBackward0",
     "linalg_diagonal": "DiagonalBackward0", "ravel": "ViewBackward0", "copy_": "CopyBackwards",
+    "orgqr": "LinalgHouseholderProductBackward0",
     "_to_copy": "ToCopyBackward0",
     # dropout's recorded form (it keeps its mask): on the CPU, torch multiplies by the noise (alpha: adds an offset)
     "_dropout_with_mask": "MulBackward0", "_feature_dropout_with_mask": "MulBackward0",
