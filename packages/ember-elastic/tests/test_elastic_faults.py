@@ -127,7 +127,8 @@ def test_node_added_mid_job_scale_up(tmp_path):
     a = start("ember", opts, "allreduce", 200, out=a_out)
     b = None
     try:
-        wait_for(lambda: started_workers(a_out), what="node a's worker")
+        # (a step done alone first: else the whole job may run in the round of two)
+        wait_for(lambda: (a_out / "progress_0").exists(), timeout=60, what="a step of node a's worker alone")
         b = start("ember", opts, "allreduce", 200, out=b_out)
         wait_for(lambda: any(w == 2 for w, _ in _worlds(a_out)) and any(w == 2 for w, _ in _worlds(b_out)),
                  timeout=60, what="a round of two nodes")
