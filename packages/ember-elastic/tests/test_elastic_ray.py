@@ -4,12 +4,12 @@ console and log files, a rank that raises, fails once, always fails, is SIGKILLe
 mid-job; a lost node replaced from the copies of its last commit; a lost node and the job going on with fewer
 nodes, then growing back when a Ray node joins. One cluster serves the whole module (its nodes have one CPU each:
 one node of a job per Ray node)."""
-import concurrent.futures
 import json
 import operator
 import os
 import signal
 import sys
+import threading
 
 import pytest
 
@@ -61,12 +61,28 @@ def _launch(config, out, *job):
     return ray_launch(config, sys.executable, address="auto", env={"JOB_OUT": str(out)})("-u", JOB, "ember", *job)
 
 
-def _in_background(config, out, *job):
-    out.mkdir(parents=True, exist_ok=True)
-    pool = concurrent.futures.ThreadPoolExecutor(1)
-    future = pool.submit(_launch, config, out, *job)
-    pool.shutdown(wait=False)
-    return future
+class _in_background(threading.Thread):
+    """A job run by ray_launch in a daemon thread (a failed test does not keep pytest waiting for it)."""
+
+    def __init__(self, config, out, *job):
+        super().__init__(daemon=True)
+        self._job, self._outcome = (config, out, *job), None
+        self.start()
+
+    def run(self):
+        try:
+            self._outcome = (True, _launch(*self._job))
+        except BaseException as e:
+            self._outcome = (False, e)
+
+    def result(self, timeout):
+        self.join(timeout)
+        if self._outcome is None:
+            raise TimeoutError("the job did not end")
+        ok, value = self._outcome
+        if not ok:
+            raise value
+        return value
 
 
 def _leftovers():
@@ -189,7 +205,9 @@ def test_coordinator_killed_mid_job(cluster, tmp_path):
     wait_for(lambda: len(started_workers(tmp_path)) == 4, timeout=60, what="the second attempt")
     coordinator = ray.get_actor(coordinator_name("coord"), namespace=NAMESPACE)
     ray.kill(coordinator, no_restart=False)
-    assert ray.get(coordinator.state.remote())["lives"] == 2  # restarted, its state read back
+    # restarted by Ray, its state read back (ray.kill is asynchronous: the old actor may answer once more)
+    wait_for(lambda: ray.get(coordinator.state.remote())["lives"] == 2, timeout=30, what="the coordinator back")
+    assert ray.get(coordinator.state.remote())["restarts"] == 1
     _kill_worker(tmp_path, 0, 1)
     wait_for(lambda: len(started_workers(tmp_path)) == 6, timeout=60, what="the third attempt")
     (tmp_path / "slow").unlink()
@@ -198,6 +216,12 @@ def test_coordinator_killed_mid_job(cluster, tmp_path):
     for total in _totals(tmp_path):
         assert total == {"total": _expected_total(200, 2), "world": 2, "restart": 2}
     _assert_clean(tmp_path)
+
+
+def _attempts(out, restart, world):
+    """The workers started with this restart count and world size."""
+    return [env for _, _, env in started_workers(out)
+            if (env["TORCHELASTIC_RESTART_COUNT"], env["WORLD_SIZE"]) == (str(restart), str(world))]
 
 
 def _worker_node(cluster, exclude=()):
@@ -213,7 +237,7 @@ def test_lost_node_replaced_from_its_copies(cluster, tmp_path):
     used = _worker_node(cluster)
     spare = cluster.add_node(num_cpus=1)
     cluster.remove_node(used, allow_graceful=False)
-    wait_for(lambda: len(started_workers(tmp_path)) == 4, timeout=60, what="the job on the spare node")
+    wait_for(lambda: len(started_workers(tmp_path)) >= 4, timeout=60, what="the job on the spare node")
     (tmp_path / "slow").unlink()
     assert job.result(timeout=120) == {0: None, 1: None}
     assert {int(env["WORLD_SIZE"]) for _, _, env in started_workers(tmp_path)} == {2}
@@ -233,12 +257,13 @@ def test_node_lost_scale_down_then_node_added_scale_up(cluster, tmp_path):
     wait_for(lambda: any(env["WORLD_SIZE"] == "1" for _, _, env in started_workers(tmp_path)), timeout=60,
              what="the job alone on the head node")
     cluster.add_node(num_cpus=1)
-    wait_for(lambda: len(started_workers(tmp_path)) == 5, timeout=60, what="the job back on two nodes")
+    wait_for(lambda: len(_attempts(tmp_path, restart=1, world=2)) == 2, timeout=60, what="the job back on two nodes")
     (tmp_path / "slow").unlink()
     assert job.result(timeout=120) == {0: None, 1: None}
-    worlds = [(int(env["TORCHELASTIC_RESTART_COUNT"]), int(env["WORLD_SIZE"]))
-              for _, _, env in started_workers(tmp_path)]
-    assert sorted(worlds) == [(0, 2), (0, 2), (1, 1), (1, 2), (1, 2)]
+    # one restart used (for the lost node), none for growing back
+    assert {(int(env["TORCHELASTIC_RESTART_COUNT"]), int(env["WORLD_SIZE"]))
+            for _, _, env in started_workers(tmp_path)} == {(0, 2), (1, 1), (1, 2)}
+    assert len(_attempts(tmp_path, restart=1, world=1)) == 1
     totals = _totals(tmp_path)
     assert totals[0] == totals[1] and totals[0]["world"] == 2
     assert _expected_total(300, 1) < totals[0]["total"] < _expected_total(300, 2)

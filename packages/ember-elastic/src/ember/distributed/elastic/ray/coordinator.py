@@ -33,7 +33,7 @@ class JobCoordinator:
 
     def begin_round(self, round_no, members):
         """Record round ``round_no`` of ``members`` (node names by group rank); the restarts used so far."""
-        if round_no > self._state["round"]:
+        if round_no >= self._state["round"]:  # the same number again: a retry of a round a node left
             self._state.update(round=round_no, members=list(members))
             self._save()
         return self._state["restarts"]
