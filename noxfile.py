@@ -192,7 +192,8 @@ def docs(session):
 @nox.session  # not in nox.options.sessions: run with `nox -s bench`
 def bench(session):
     """ember against PyTorch on the CPU; prints ratios. Not in the default run: timings need a quiet machine."""
-    session.install("torch==2.13.0", "threadpoolctl", *_editable(ALL))
+    # ray: bench_elastic's rows of the Ray path
+    session.install("torch==2.13.0", "threadpoolctl", "ray", *_editable(ALL))
     # results go to bench-results/<date>-<commit>.json unless EMBER_BENCH_JSON names a file
     out = ["--json", os.environ["EMBER_BENCH_JSON"]] if os.environ.get("EMBER_BENCH_JSON") else []
     # OPENBLAS_CORETYPE/OPENBLAS_L2_SIZE (set on some machines for old OpenBLAS builds) slow
