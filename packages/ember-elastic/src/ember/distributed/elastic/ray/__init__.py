@@ -11,5 +11,6 @@ def __getattr__(name):
     except ModuleNotFoundError as e:
         if e.name != "ray":
             raise
-        raise ModuleNotFoundError("elastic jobs on Ray need Ray: pip install 'ember-elastic[ray]'", name="ray") from None
+        raise ModuleNotFoundError("elastic jobs on Ray need Ray: pip install 'ember-elastic[ray]'",
+                                  name="ray") from None
     return getattr(launcher, name)
