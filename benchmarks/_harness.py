@@ -28,7 +28,10 @@ def best(stmt, repeat=7, **namespace):
 def interleaved(fe, ft, repeats=9, budget=0.02):
     """Median seconds per call of ``fe`` (ember) and ``ft`` (torch), timed alternately: each repeat runs ``fe``
     then ``ft`` enough times to take about ``budget`` seconds, so load from other processes touches both alike.
-    The callers warm both up first."""
+    The callers warm both up first; ember's numba loops, compiled in the background after their first calls, are
+    waited for here (bench_startup times the first calls)."""
+    from ember import _jit
+    _jit.wait()
     t0 = time.perf_counter()
     fe()
     number = max(1, int(budget / max(time.perf_counter() - t0, 1e-7)))

@@ -7,35 +7,14 @@ tokens, head dim). A backward row times ``autograd.grad(y, x, g, retain_graph=Tr
 graph made once). Each row alternates ember and torch calls over several repeats and reports the medians, so
 that load from other processes on the machine touches both sides alike.
 """
-import statistics
 import sys
-import time
 
 import numpy as np
-from _harness import benchmark
+from _harness import benchmark, interleaved
 
 GOAL = 1.5
 SHAPES = {"1M": (1_000_000,), "12x64x512": (12, 64, 512)}
 ATTENTION = (12, 4, 64, 64)
-
-
-def interleaved(fe, ft, repeats=9, budget=0.02):
-    """Median seconds per call of ``fe`` and ``ft``, timed alternately (each repeat runs enough calls to take
-    about ``budget`` seconds)."""
-    fe(), ft()  # warm-up: caches, lazily built kernels, the parallel path's helper threads
-    from ember import _jit
-    _jit.wait()  # ... and ember's numba loops, compiled in the background (bench_startup times the first calls)
-    t0 = time.perf_counter()
-    fe()
-    number = max(1, int(budget / max(time.perf_counter() - t0, 1e-7)))
-    times = {"ember": [], "torch": []}
-    for _ in range(repeats):
-        for side, f in (("ember", fe), ("torch", ft)):
-            t0 = time.perf_counter()
-            for _ in range(number):
-                f()
-            times[side].append((time.perf_counter() - t0) / number)
-    return {side: statistics.median(ts) for side, ts in times.items()}
 
 
 def _data(shape, kind, seed=0):
@@ -55,13 +34,18 @@ def _pair(x, requires_grad=False):
     return ember.tensor(x, requires_grad=requires_grad), torch.tensor(x, requires_grad=requires_grad)
 
 
+def _compare(fe, ft):
+    fe(), ft()  # warm-up: caches, lazily built kernels (numba's: waited for by interleaved), helper threads
+    return interleaved(fe, ft)
+
+
 def _forward(fn, shape, kind):
     def run():
         import torch
 
         import ember
         e, t = _pair(_data(shape, kind))
-        return interleaved(lambda: fn(ember, e), lambda: fn(torch, t))
+        return _compare(lambda: fn(ember, e), lambda: fn(torch, t))
     return run
 
 
@@ -73,8 +57,8 @@ def _backward(fn, shape, kind):
         e, t = _pair(_data(shape, kind), requires_grad=True)
         ye, yt = fn(ember, e), fn(torch, t)
         ge, gt = _pair(_data(tuple(yt.shape), "normal", seed=1))
-        return interleaved(lambda: ember.autograd.grad(ye, e, ge, retain_graph=True),
-                           lambda: torch.autograd.grad(yt, t, gt, retain_graph=True))
+        return _compare(lambda: ember.autograd.grad(ye, e, ge, retain_graph=True),
+                        lambda: torch.autograd.grad(yt, t, gt, retain_graph=True))
     return run
 
 
