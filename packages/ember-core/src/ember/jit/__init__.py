@@ -125,24 +125,12 @@ def Attribute(value, type):  # noqa: N802 - PyTorch's name
     return value
 
 
-class _Future:
-    """The result of ``fork``: the call already ran (eagerly) when the future was made."""
-
-    def __init__(self, value):
-        self._value = value
-
-    def wait(self):
-        return self._value
-
-    value = wait
-
-    def done(self):
-        return True
-
-
 def fork(func, *args, **kwargs):
     """Run ``func(*args, **kwargs)`` now and return a future holding its result (``wait`` returns it)."""
-    return _Future(func(*args, **kwargs))
+    from ember.futures import Future
+    future = Future()
+    future.set_result(func(*args, **kwargs))
+    return future
 
 
 def wait(future):

@@ -1,83 +1,11 @@
-"""``Work`` (the handle of an asynchronous collective) and the ``Future`` its ``get_future()`` returns.
-
-The Future is ``ember.futures.Future`` when ember has that module, else the small one below (wait, value, done,
-then, add_done_callback, set_result, set_exception), which keeps torch.futures.Future's behaviour for what it has:
-a callback of ``then`` that raises makes the chained future fail with RuntimeError.
-"""
+"""``Work`` (the handle of an asynchronous collective); its ``get_future()`` is an ``ember.futures.Future``."""
 import datetime
 import threading
 import time
 
+from ember.futures import Future
+
 from ._errors import DistBackendError
-
-
-class _Future:
-    """The result of asynchronous work, set once by its producer."""
-
-    def __init__(self):
-        self._cond = threading.Condition()
-        self._done = False
-        self._value = self._exc = None
-        self._callbacks = []
-
-    def done(self):
-        return self._done
-
-    def wait(self):
-        with self._cond:
-            while not self._done:
-                self._cond.wait()
-        if self._exc is not None:
-            raise self._exc
-        return self._value
-
-    def value(self):
-        if not self._done:
-            raise RuntimeError("Future.value(): the future is not completed yet")
-        if self._exc is not None:
-            raise self._exc
-        return self._value
-
-    def set_result(self, result):
-        self._set(result, None)
-
-    def set_exception(self, exc):
-        self._set(None, exc)
-
-    def _set(self, value, exc):
-        with self._cond:
-            if self._done:
-                raise RuntimeError("Future: the result was already set")
-            self._value, self._exc, self._done = value, exc, True
-            callbacks, self._callbacks = self._callbacks, []
-            self._cond.notify_all()
-        for cb in callbacks:
-            cb(self)
-
-    def add_done_callback(self, callback):
-        with self._cond:
-            if not self._done:
-                self._callbacks.append(callback)
-                return
-        callback(self)
-
-    def then(self, callback):
-        """A future of ``callback(self)``, run when this one completes."""
-        fut = _Future()
-
-        def run(f):
-            try:
-                fut.set_result(callback(f))
-            except BaseException as e:  # noqa: BLE001 - the chained future carries it
-                fut.set_exception(e if isinstance(e, RuntimeError) else RuntimeError(f"{type(e).__name__}: {e}"))
-        self.add_done_callback(run)
-        return fut
-
-
-try:  # the shared Future of ember.futures when present (rpc's issue adds it)
-    from ember.futures import Future
-except ImportError:
-    Future = _Future
 
 
 class _WorkFuture(Future):
