@@ -67,6 +67,10 @@ def drop_kept():
     gc.collect()
 
 
+def made_here():
+    return rpc.RRef(ember.ones(3))
+
+
 def _wait_owned(owner, expected, limit=20.0):
     """The owner's count of values once it reaches ``expected`` (deletions travel in batches), or the last seen."""
     end = time.monotonic() + limit
@@ -128,7 +132,10 @@ def _rrefs(rank, world):
         gc.collect()
         out["owned_after"] = _wait_owned("worker1", 0)
         out["local_owned"] = (owned_count(), local.local_value().numpy())  # worker 0 still holds `local`
-        del local
+        # an RRef made by a call to this worker itself: its maker's reference is gone before the reply is read
+        made = rpc.rpc_sync("worker0", made_here)
+        out["made_here"] = made.local_value().numpy()
+        del local, made
         gc.collect()
         out["local_after"] = _wait_owned("worker0", 0)
     rpc.shutdown()
@@ -160,4 +167,5 @@ def test_rrefs(workers):
     assert out["owned_before"] >= 1000
     assert out["owned_after"] == 0
     assert out["local_owned"][0] == 1
+    np.testing.assert_array_equal(out["made_here"], [1.0, 1.0, 1.0])
     assert out["local_after"] == 0

@@ -235,7 +235,7 @@ class RRef:
         table = agent.owner_table
         fork = table.new_id()
         owner = self._owner.id
-        if owner == agent.rank and dst != owner:
+        if owner == agent.rank:  # (to itself too: the message may arrive after this RRef is gone)
             table.add_fork(self._id, fork, dst)
         elif owner != agent.rank and dst != owner:
             table.children[fork] = (self, dst)
@@ -348,7 +348,8 @@ def _unpickle_rref(owner, rref_id, fork, sender, type_):
     agent = _agent()
     table = agent.owner_table
     if owner.id == agent.rank:
-        table.add_fork(rref_id, fork, agent.rank)
+        if sender != agent.rank:  # (the owner's own messages registered the fork when pickled)
+            table.add_fork(rref_id, fork, agent.rank)
         return RRef._make(owner, rref_id, fork, True, type_)
     rref = RRef._make(owner, rref_id, fork, sender == owner.id, type_)
     if sender != owner.id:
