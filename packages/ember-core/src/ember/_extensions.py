@@ -18,6 +18,7 @@ PROVIDERS = {
     "autograd": "ember-autograd", "no_grad": "ember-autograd", "enable_grad": "ember-autograd",
     "set_grad_enabled": "ember-autograd", "is_grad_enabled": "ember-autograd",
     "inference_mode": "ember-autograd", "is_inference_mode_enabled": "ember-autograd", "profiler": "ember-autograd",
+    "func": "ember-autograd",
     "nn": "ember-nn", "optim": "ember-nn", "special": "ember-special",
     "amp": "ember-amp", "autocast": "ember-amp", "get_autocast_dtype": "ember-amp",
     "is_autocast_enabled": "ember-amp", "set_autocast_enabled": "ember-amp",

@@ -1,0 +1,317 @@
+"""Functional transforms (PyTorch's ``torch.func``) that need no batching: ``grad``, ``grad_and_value``, ``vjp``,
+``jvp``, ``linearize``, ``functional_call`` and ``stack_module_state``.
+
+The reverse-mode transforms run the function on fresh differentiable aliases of the chosen inputs and ask the
+autograd engine for the gradients. The graph of those gradients is kept (``create_graph``) only when someone can
+differentiate them again: inside another transform, or when an input already requires grad. That makes the
+transforms compose (``grad(grad(f))``) while a top-level call returns plain tensors, as torch.func's do.
+"""
+import contextlib
+import functools
+import threading
+
+import ember
+from ember._tensor import Tensor
+from ember.autograd import forward_ad
+from ember.autograd import grad as _autograd_grad
+
+__all__ = ["functional_call", "grad", "grad_and_value", "jvp", "linearize", "stack_module_state", "vjp"]
+
+
+class _Depth(threading.local):
+    value = 0  # reverse-mode transforms currently running on this thread
+
+
+_DEPTH = _Depth()
+
+
+@contextlib.contextmanager
+def _nested():
+    _DEPTH.value += 1
+    try:
+        yield
+    finally:
+        _DEPTH.value -= 1
+
+
+# ---- pytrees of tensors (tuples, lists, dicts) ----
+
+def _leaves(tree):
+    if isinstance(tree, (tuple, list)):
+        return [leaf for item in tree for leaf in _leaves(item)]
+    if isinstance(tree, dict):
+        return [leaf for item in tree.values() for leaf in _leaves(item)]
+    return [tree]
+
+
+def _map(fn, tree):
+    if isinstance(tree, (tuple, list)):
+        return type(tree)(_map(fn, item) for item in tree)
+    if isinstance(tree, dict):
+        return {k: _map(fn, v) for k, v in tree.items()}
+    return fn(tree)
+
+
+def _check_tensors(tree):
+    for leaf in _leaves(tree):
+        if not isinstance(leaf, Tensor):
+            raise ValueError(f"Thing passed to transform API must be Tensor, got {type(leaf)}")
+
+
+def _alias(t):
+    """A differentiable stand-in for ``t``: connected to ``t``'s own graph when it has one."""
+    return t.view_as(t) if t.requires_grad else t.detach().requires_grad_()
+
+
+def _keep_graph(tensors):
+    return ember.is_grad_enabled() and (_DEPTH.value > 0 or any(t.requires_grad for t in tensors))
+
+
+def _gradients(outputs, inputs, cotangents, create_graph, retain_graph):
+    grads = _autograd_grad(outputs, inputs, cotangents, retain_graph=retain_graph, create_graph=create_graph,
+                           allow_unused=True)
+    return [ember.zeros_like(x) if g is None else g if create_graph else g.detach() for g, x in zip(grads, inputs)]
+
+
+def _release(tree, keep):
+    return tree if keep else _map(lambda t: t.detach() if isinstance(t, Tensor) else t, tree)
+
+
+def _split_aux(result, has_aux, name):
+    if not has_aux:
+        return result, None
+    if not (isinstance(result, tuple) and len(result) == 2):
+        raise RuntimeError(f"{name}: output of function f should be a tuple: (output, aux) if has_aux is True")
+    return result
+
+
+# ---- reverse mode ----
+
+def grad_and_value(func, argnums=0, has_aux=False):
+    """``func`` -> a function returning ``(gradient of func's scalar output w.r.t. args[argnums], output)``;
+    with ``has_aux`` func returns ``(output, aux)`` and the result is ``(gradient, (output, aux))``."""
+    name = "grad_and_value(f)(*args)"
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        if isinstance(argnums, int):
+            nums = (argnums,)
+        else:
+            nums = tuple(argnums)
+            if not nums:
+                raise RuntimeError("argnums must be non-empty")
+        for n in nums:
+            if not isinstance(n, int):
+                raise RuntimeError(f"argnums must be int or Tuple[int, ...], got: {type(n)}")
+            if not -len(args) <= n < len(args):
+                raise RuntimeError(f"Got argnum={n}, but only {len(args)} positional inputs")
+        nums = tuple(n % len(args) for n in nums)
+        for n in nums:
+            _check_tensors(args[n])
+        keep = _keep_graph([leaf for n in nums for leaf in _leaves(args[n])])
+        args = list(args)
+        for n in nums:
+            args[n] = _map(_alias, args[n])
+        inputs = [leaf for n in nums for leaf in _leaves(args[n])]
+        with ember.enable_grad(), _nested():
+            output, aux = _split_aux(func(*args, **kwargs), has_aux, name)
+        if not isinstance(output, Tensor):
+            raise RuntimeError(f"{name}: Expected f(*args) to return a Tensor, got {type(output)}")
+        if output.dim() != 0:
+            raise RuntimeError(f"{name}: Expected f(*args) to return a scalar Tensor, got tensor with "
+                               f"{output.dim()} dims. Maybe you wanted to use the vjp or jacrev APIs instead?")
+        if output.requires_grad:
+            grads = iter(_gradients((output,), inputs, None, keep, keep))
+        else:  # the output does not depend on the inputs
+            grads = iter([ember.zeros_like(x) for x in inputs])
+        per_arg = tuple(_map(lambda _: next(grads), args[n]) for n in nums)
+        gradient = per_arg[0] if isinstance(argnums, int) else per_arg
+        output = _release(output, keep)
+        return gradient, ((output, _release(aux, keep)) if has_aux else output)
+
+    return wrapper
+
+
+def grad(func, argnums=0, has_aux=False):
+    """``func`` -> the gradient of its scalar output w.r.t. ``args[argnums]`` (an int or a tuple of ints);
+    with ``has_aux`` the result is ``(gradient, aux)``."""
+    both = grad_and_value(func, argnums, has_aux)
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        gradient, value = both(*args, **kwargs)
+        return (gradient, value[1]) if has_aux else gradient
+
+    return wrapper
+
+
+def vjp(func, *primals, has_aux=False):
+    """``(func(*primals), vjp_fn)``: ``vjp_fn(cotangents)`` gives the vector-Jacobian product for every primal
+    (a tuple, one entry per primal); it can be called more than once."""
+    _check_tensors(primals)
+    originals = _leaves(primals)
+    keep = _keep_graph(originals)
+    primals = _map(_alias, primals)
+    inputs = _leaves(primals)
+    with ember.enable_grad(), _nested():
+        output, aux = _split_aux(func(*primals), has_aux, "vjp(f, *primals)")
+    _check_tensors(output)
+    outputs = _leaves(output)
+    nested = _DEPTH.value > 0
+
+    def vjp_fn(cotangents):
+        if isinstance(output, Tensor) and isinstance(cotangents, (tuple, list)) and len(cotangents) == 1:
+            cotangents = cotangents[0]
+        _check_tensors(cotangents)
+        flat = _leaves(cotangents)
+        if len(flat) != len(outputs):
+            raise RuntimeError(f"Expected pytree structure of cotangents to be the same as pytree structure of "
+                               f"outputs to the function: {len(flat)} cotangents for {len(outputs)} outputs")
+        keep = ember.is_grad_enabled() and (nested or any(t.requires_grad for t in originals + flat))
+        pairs = [(o, c) for o, c in zip(outputs, flat) if o.requires_grad]
+        if pairs:
+            grads = iter(_gradients([o for o, _ in pairs], inputs, [c for _, c in pairs], keep, True))
+        else:
+            grads = iter([ember.zeros_like(x) for x in inputs])
+        return _map(lambda _: next(grads), primals)
+
+    output = _release(output, keep)
+    return (output, vjp_fn, _release(aux, keep)) if has_aux else (output, vjp_fn)
+
+
+# ---- forward mode (one dual level at a time: jvp does not nest inside itself) ----
+
+def jvp(func, primals, tangents, *, strict=False, has_aux=False):
+    """``(func(*primals), Jacobian-vector product with tangents)``, computed in forward mode; with
+    ``has_aux`` also func's auxiliary output. ``strict`` is accepted and changes nothing, as in torch.func."""
+    if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
+        raise RuntimeError("jvp(f, primals, tangents): Expected primals and tangents to be tuples")
+    _check_tensors(primals)
+    _check_tensors(tangents)
+    flat_p, flat_t = _leaves(primals), _leaves(tangents)
+    if len(flat_p) != len(flat_t):
+        raise RuntimeError("jvp(f, primals, tangents): Expected primals and tangents to have the same python "
+                           "structure")
+    for p, t in zip(flat_p, flat_t):
+        if tuple(p.shape) != tuple(t.shape):
+            raise RuntimeError(f"Trying to set a forward gradient that has a different size than that of the original "
+                               f"Tensor, this is not supported. Tensor is of size {list(p.shape)} while the given "
+                               f"forward gradient is of size {list(t.shape)}.")
+    with forward_ad.dual_level():
+        duals = iter([forward_ad.make_dual(p, t) for p, t in zip(flat_p, flat_t)])
+        output, aux = _split_aux(func(*_map(lambda _: next(duals), primals)), has_aux, "jvp(f, primals, tangents)")
+        _check_tensors(output)
+
+        def unpack(t):
+            primal, tangent = forward_ad.unpack_dual(t)
+            return primal, ember.zeros_like(primal) if tangent is None else tangent
+
+        values = _map(lambda t: unpack(t)[0], output)
+        tangent_out = _map(lambda t: unpack(t)[1], output)
+    return (values, tangent_out, aux) if has_aux else (values, tangent_out)
+
+
+def linearize(func, *primals):
+    """``(func(*primals), jvp_fn)``: ``jvp_fn(*tangents)`` is the Jacobian-vector product at ``primals``
+    (recomputed in forward mode on each call)."""
+    _check_tensors(primals)
+    output = func(*primals)
+
+    def jvp_fn(*tangents):
+        return jvp(func, primals, tangents)[1]
+
+    return output, jvp_fn
+
+
+# ---- modules ----
+
+def _swap(module, name, value):
+    """Put ``value`` at the dotted ``name`` of ``module``; return what was there."""
+    *path, attr = name.split(".")
+    owner = module
+    for part in path:
+        owner = getattr(owner, part)
+    for store in (owner._parameters, owner._buffers):
+        if attr in store:
+            old, store[attr] = store[attr], value
+            return old
+    old = getattr(owner, attr, None)
+    object.__setattr__(owner, attr, value)
+    return old
+
+
+def functional_call(module, parameter_and_buffer_dicts, args=None, kwargs=None, *, tie_weights=True, strict=False):
+    """Call ``module(*args, **kwargs)`` with its parameters and buffers replaced by the tensors of
+    ``parameter_and_buffer_dicts`` (a dict or a tuple of dicts keyed by dotted names); the module's own
+    tensors are put back afterwards, also when the call raises."""
+    dicts = parameter_and_buffer_dicts
+    if isinstance(dicts, dict):
+        given = dict(dicts)
+    elif isinstance(dicts, (tuple, list)) and all(isinstance(d, dict) for d in dicts):
+        keys = [k for d in dicts for k in d]
+        repeated = sorted({k for k in keys if keys.count(k) > 1})
+        if repeated:
+            raise ValueError(f"{repeated} appeared in multiple dictionaries; behavior of functional call is "
+                             f"ambiguous")
+        given = {k: v for d in dicts for k, v in d.items()}
+    else:
+        raise ValueError(f"Expected parameter_and_buffer_dicts to be a dict, or a list/tuple of dicts, but got "
+                         f"{type(dicts)}")
+    if kwargs is None:
+        kwargs = {}
+    if args is None:
+        args = ()
+    elif not isinstance(args, tuple):
+        args = (args,)
+
+    own = list(module.named_parameters(remove_duplicate=False)) + list(module.named_buffers(remove_duplicate=False))
+    if strict:
+        names = [n for n, _ in own]
+        unexpected = [k for k in given if k not in names]
+        missing = [n for n in names if n not in given]
+        if unexpected or missing:
+            lines = ([f"\tUnexpected key(s): {', '.join(repr(k) for k in unexpected)}."] if unexpected else []) + \
+                    ([f"\tMissing key(s): {', '.join(repr(k) for k in missing)}."] if missing else [])
+            raise RuntimeError(f"Error(s) in reparametrizing for {type(module).__name__}:\n" + "\n".join(lines))
+    if tie_weights:  # a tensor shared under several names follows the value given for any of them
+        tied = {}
+        for n, t in own:
+            tied.setdefault(id(t), []).append(n)
+        for group in tied.values():
+            named = [n for n in group if n in given]
+            if named:
+                if any(given[n] is not given[named[0]] for n in named):
+                    raise ValueError(f"functional_call got multiple values for keys {named}, which are tied. "
+                                     f"Consider using tie_weights=False")
+                given.update(dict.fromkeys(group, given[named[0]]))
+
+    swapped = []
+    try:
+        for name, value in given.items():
+            swapped.append((name, _swap(module, name, value)))
+        return module(*args, **kwargs)
+    finally:
+        for name, old in reversed(swapped):
+            _swap(module, name, old)
+
+
+def stack_module_state(models):
+    """``(params, buffers)`` of same-structured ``models`` stacked along a new leading dimension; stacked
+    parameters are fresh leaves that require grad when the originals do."""
+    models = list(models)
+    if not models:
+        raise RuntimeError("stack_module_state: Expected at least one model, got 0.")
+    if not (all(m.training for m in models) or not any(m.training for m in models)):
+        raise RuntimeError("stack_module_state: Expected all models to have the same training/eval mode.")
+    kinds = {type(m) for m in models}
+    if len(kinds) > 1:
+        raise RuntimeError(f"stack_module_state: Expected all models to be of the same class, got: {kinds}")
+
+    def stack(named):
+        names = [n for n, _ in named(models[0])]
+        return {n: ember.stack([dict(named(m))[n].detach() for m in models]) for n in names}
+
+    params = stack(lambda m: m.named_parameters())
+    for name, p in models[0].named_parameters():
+        params[name].requires_grad_(p.requires_grad)
+    return params, stack(lambda m: m.named_buffers())
