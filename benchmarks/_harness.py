@@ -1,5 +1,6 @@
 """Shared timing helpers for the benchmarks. A benchmark measures and reports; it never asserts."""
 import os
+import socket
 import statistics
 import subprocess
 import sys
@@ -68,3 +69,17 @@ def blas_threads():
             desc = f"{pool.get('internal_api')} {pool.get('version')} ({pool.get('architecture')})"
             return pool["num_threads"], desc
     return os.cpu_count() or 1, "unknown (no BLAS found for numpy)"
+
+
+def free_port():
+    """A loopback port that is free together with the next one (ember's store listens there)."""
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port + 1))
+                return port
+            except OSError:
+                continue

@@ -8,11 +8,10 @@ that load from elsewhere on the machine touches all three alike; a row reports r
 """
 import multiprocessing as mp
 import os
-import socket
 import statistics
 import time
 
-from _harness import benchmark
+from _harness import benchmark, free_port
 
 _RESULTS = {}
 ROUNDS = 7
@@ -63,24 +62,11 @@ def _bench_rank(rank, world, port, queue):
     tdist.destroy_process_group()
 
 
-def _free_port():
-    while True:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        with socket.socket() as s:  # the next port is ember's store
-            try:
-                s.bind(("127.0.0.1", port + 1))
-                return port
-            except OSError:
-                continue
-
-
 def _measure(world):
     if world not in _RESULTS:
         ctx = mp.get_context("spawn")
         queue = ctx.Queue()
-        port = _free_port()
+        port = free_port()
         procs = [ctx.Process(target=_bench_rank, args=(r, world, port, queue)) for r in range(world)]
         for p in procs:
             p.start()
@@ -202,7 +188,7 @@ def _measure_ddp():
     if "ddp" not in _RESULTS:
         ctx = mp.get_context("spawn")
         queue = ctx.Queue()
-        port = _free_port()
+        port = free_port()
         procs = [ctx.Process(target=_ddp_rank, args=(r, 2, port, queue)) for r in range(2)]
         for p in procs:
             p.start()

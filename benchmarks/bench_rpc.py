@@ -8,11 +8,10 @@ the median time per call. Worker 1 only serves.
 """
 import multiprocessing as mp
 import os
-import socket
 import statistics
 import time
 
-from _harness import benchmark
+from _harness import benchmark, free_port
 
 _RESULTS = {}
 ROUNDS = 7
@@ -69,24 +68,11 @@ def _bench_worker(rank, port, queue):
     trpc.shutdown()
 
 
-def _free_port():
-    while True:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        with socket.socket() as s:  # the next port is ember's store
-            try:
-                s.bind(("127.0.0.1", port + 1))
-                return port
-            except OSError:
-                continue
-
-
 def _measure():
     if not _RESULTS:
         ctx = mp.get_context("spawn")
         queue = ctx.Queue()
-        port = _free_port()
+        port = free_port()
         procs = [ctx.Process(target=_bench_worker, args=(r, port, queue)) for r in range(2)]
         for p in procs:
             p.start()
