@@ -124,8 +124,9 @@ def main():
     lib, mode, args = sys.argv[1], sys.argv[2], sys.argv[3:]
     _write(f"env_{RANK}_{RESTART}_{os.getpid()}.json", json.dumps(dict(os.environ)))
     if mode == "env":
-        print(f"out of rank {RANK}", flush=True)
-        print(f"err of rank {RANK}", file=sys.stderr, flush=True)
+        # one write() each: the ranks share the launcher's pipes, and print() may write the line and its end apart
+        os.write(1, f"out of rank {RANK}\n".encode())
+        os.write(2, f"err of rank {RANK}\n".encode())
     elif mode == "flaky" and RANK == 1 and RESTART == 0:
         sys.exit(3)
     elif mode == "always":
