@@ -2,13 +2,14 @@
 
 Packages are discovered, not listed: every packages/<dist>/pyproject.toml is a package, its ember-*
 dependencies are read from its pyproject, and every package whose tests/ folder holds test files gets
-a `tests-<python>(package='<dist>')` session per Python of PYTHONS. A new package therefore needs no edit here.
+a `tests-3.11(package='<dist>')` session. A new package therefore needs no edit here.
 
-Each package's tests run on Python 3.11, 3.12 and 3.13. On 3.11 (ORACLE_PYTHON) the whole suite runs against
-PyTorch 2.13, whose CPU build is on these machines' disk for 3.11 only (elsewhere pip would download the
-multi-GB CUDA build). On the other Pythons the session installs no torch, the root conftest.py leaves out the
-test modules that need it, and the tests marked ``slow`` are left out: a fast subset that still proves each package
-installs and works there.
+On Python 3.11 (ORACLE_PYTHON) each package's whole suite runs against PyTorch 2.13, whose CPU build is on these
+machines' disk for 3.11 only (elsewhere pip would download the multi-GB CUDA build), in an environment of that
+package alone. On the other Pythons one `compat-<python>` session installs every package and no torch and runs each
+package's fast subset: the root conftest.py leaves out the test modules that need torch, and the tests marked
+``slow`` are left out. That proves the packages install and work there; that each installs alone with only its
+declared dependencies is proved on 3.11 (one environment per Python instead of one per package saves CI minutes).
 
 Each session builds its own fresh environment (CI runs in a fresh clone): nothing is shared
 between sessions except pip's download cache.
@@ -56,7 +57,7 @@ def _find_pythons():
 _find_pythons()
 # The default matrix; `bench` is run on request only. A pytest session runs last so that the run's
 # closing lines are a test summary.
-nox.options.sessions = ["lint", "docs", "kernels", "tests", "integration"]
+nox.options.sessions = ["lint", "docs", "kernels", "tests", "compat", "integration"]
 
 
 def _req_name(req):
@@ -123,29 +124,40 @@ def _marks(tests, marker):
     return any(pattern.search(p.read_text(encoding="utf-8")) for p in tests.rglob("*.py"))
 
 
-@nox.session(python=PYTHONS)
+def _tests_dir(package):
+    return str(PKGS[package]["dir"].relative_to(ROOT) / "tests")
+
+
+@nox.session(python=[ORACLE_PYTHON])
 @nox.parametrize("package", TESTED)
 def tests(session, package):
-    """One package's tests, in an environment of only that package and its ember dependencies.
+    """One package's whole suite against PyTorch, in an environment of only that package and its ember dependencies.
 
-    Against PyTorch on ORACLE_PYTHON; the tests that need no torch on the others. Then, for each optional package
-    of OPTIONAL it does not depend on, its tests marked for it once more with that package installed."""
+    Then, for each optional package of OPTIONAL it does not depend on, its tests marked for it once more with that
+    package installed."""
     closure = _closure(package)
-    oracle = [ORACLE] if session.python == ORACLE_PYTHON else []
     # --no-compile: byte-compiling all of torch costs ~7 s per session; imports compile what they use
-    session.install("--no-compile", *TEST_DEPS, *oracle, *(r for n in closure for r in PKGS[n]["test"]),
+    session.install("--no-compile", *TEST_DEPS, ORACLE, *(r for n in closure for r in PKGS[n]["test"]),
                     *_editable(closure))
     session.run("python", "-c", "import ember, sys; print('ember', ember.__version__, 'from', ember.__file__)")
-    tests_dir = str(PKGS[package]["dir"].relative_to(ROOT) / "tests")
-    # the fast subset of the other Pythons also leaves out the tests marked slow
-    full = session.python == ORACLE_PYTHON
-    session.run("pytest", tests_dir, *([] if full else ["-m", "not slow"]), *session.posargs)
+    session.run("pytest", _tests_dir(package), *session.posargs)
     for marker, dist in OPTIONAL.items():
         if dist in PKGS and dist not in closure and _marks(PKGS[package]["dir"] / "tests", marker):
             session.install("--no-compile", *_editable(_closure(dist)))
             # exit code 5: no test of this package carries the marker
-            session.run("pytest", tests_dir, "-m", marker if full else f"{marker} and not slow", *session.posargs,
-                        success_codes=[0, 5])
+            session.run("pytest", _tests_dir(package), "-m", marker, *session.posargs, success_codes=[0, 5])
+
+
+@nox.session(python=[v for v in PYTHONS if v != ORACLE_PYTHON])
+def compat(session):
+    """Every package installed together without torch; each package's tests that need no torch, less the slow ones.
+
+    One pytest run per package: their tests/ folders are not packages and would clash in one run."""
+    session.install("--no-compile", *TEST_DEPS, *(r for n in ALL for r in PKGS[n]["test"]), *_editable(ALL))
+    session.run("python", "-c", "import ember, sys; print('ember', ember.__version__, 'from', ember.__file__)")
+    for package in TESTED:
+        # exit code 5: every test module of the package needs torch
+        session.run("pytest", _tests_dir(package), "-m", "not slow", *session.posargs, success_codes=[0, 5])
 
 
 @nox.session
