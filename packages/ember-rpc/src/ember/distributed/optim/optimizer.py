@@ -1,5 +1,6 @@
-"""ember.distributed.optim: ``DistributedOptimizer``, one local optimiser per owner of the parameters it is
-given as RRefs, stepped with the gradients of a distributed autograd context."""
+"""``DistributedOptimizer`` (ember-rpc's part of ``ember.distributed.optim``, which ember-distributed provides): one
+local optimiser per owner of the parameters it is given as RRefs, stepped with the gradients of a distributed
+autograd context."""
 import threading
 from collections import defaultdict
 
