@@ -3,6 +3,7 @@ order, sends that outrun the receiver, peers that die or close."""
 import datetime
 import os
 import pickle
+import time
 
 import numpy as np
 import pytest
@@ -57,7 +58,16 @@ def exchange(rank, world):
         t.send_obj(0, "any", rank)
     t.send_obj(rank, "self", [rank])
     out["self"] = t.recv_obj(rank, "self")
+    # every queue read to its end has left the mailbox (tags used once must not pile up)
+    out["mailbox"] = dict(t._mail)
     t.close()
+    out["after_close"] = []
+    for src in (prv, None):
+        try:
+            t.recv(src, "late", deadline=time.monotonic() + 5)
+        except Exception as e:  # noqa: BLE001 (the type is the point)
+            from ember.distributed import DistBackendError
+            out["after_close"].append((isinstance(e, DistBackendError), "closed" in str(e)))
     return out
 
 
@@ -73,6 +83,9 @@ def test_exchange(ranks, transport):
         assert out["tags"] == [2, 1, 3]
         assert out["flood"]
         assert out["self"] == [rank]
+        assert out["mailbox"] == {}
+        # a receive on a closed transport raises at once, from one peer or from any
+        assert out["after_close"] == [(True, True)] * 2
     assert res[0]["any"] == [1]
 
 

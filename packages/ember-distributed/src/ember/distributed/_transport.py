@@ -351,13 +351,15 @@ class Transport:
         return obj if src is not None else (msg.src, obj)
 
     def _take(self, src, tag):
-        if src is not None:
-            q = self._mail.get((src, tag))
-            return q.popleft() if q else None
-        for (_, t), q in self._mail.items():
-            if t == tag and q:
-                return q.popleft()
-        return None
+        if src is None:
+            src = next((s for s, t in self._mail if t == tag), None)
+        q = self._mail.get((src, tag))
+        if not q:
+            return None
+        msg = q.popleft()
+        if not q:  # tags may be used once (rpc's are per request): an emptied queue goes, or the mailbox grows
+            del self._mail[(src, tag)]
+        return msg
 
     def _pump(self, timeout):
         """Read what arrived (up to ``timeout`` seconds for the first event) into the mailbox; note dropped
@@ -466,6 +468,9 @@ class Transport:
         err = self._gone.get(peer)
         if err is not None:
             raise err
+        self._raise_if_closed()
+
+    def _raise_if_closed(self):
         if self._closed:
             raise DistBackendError(f"[Rank {self.rank}] the transport{self.label} is closed")
 
@@ -475,6 +480,7 @@ class Transport:
         if peer is None:
             if len(self._gone) == self.size - 1 and self.size > 1:
                 raise next(iter(self._gone.values()))
+            self._raise_if_closed()
         else:
             self._raise_if_gone(peer)
         if deadline is not None and time.monotonic() > deadline:
