@@ -1,9 +1,9 @@
 """Elastic jobs on a real local Ray cluster (ray.cluster_utils.Cluster: several Ray nodes on this machine, loopback
 only), run by emberrun --ray-address and by ray_launch, with real worker processes doing ember collectives: the
-console and log files, a rank that raises, fails once, always fails, is SIGKILLed; the coordinator actor killed
-mid-job; a lost node replaced from the copies of its last commit; a lost node and the job going on with fewer
-nodes, then growing back when a Ray node joins. One cluster serves the whole module (its nodes have one CPU each:
-one node of a job per Ray node)."""
+console and log files, a rank that raises, fails once, always fails, is SIGKILLed, dies of SIGSEGV; the coordinator
+actor killed mid-job; a lost node replaced from the copies of its last commit; a lost node and the job going on with
+fewer nodes, then growing back when a Ray node joins. One cluster serves the whole module (its nodes have one CPU
+each: one node of a job per Ray node)."""
 import json
 import operator
 import os
@@ -192,6 +192,15 @@ def test_sigkill_of_a_worker(cluster, tmp_path):
     assert _launch(_config("sigkill", max_restarts=1), tmp_path, "allreduce", 6, "kill1") == {0: None, 1: None}
     for total in _totals(tmp_path):
         assert total == {"total": _expected_total(6, 2), "world": 2, "restart": 1}
+    _assert_clean(tmp_path)
+
+
+def test_sigsegv_of_a_worker_is_reported_by_signal(cluster, tmp_path):
+    with pytest.raises(ChildFailedError) as info:
+        _launch(_config("segv"), tmp_path, "segv")
+    rank, failure = info.value.get_first_failure()
+    assert (rank, failure.exitcode, failure.signal_name()) == (1, -11, "SIGSEGV")
+    assert "Signal 11 (SIGSEGV) received by PID" in info.value.format_msg()
     _assert_clean(tmp_path)
 
 
