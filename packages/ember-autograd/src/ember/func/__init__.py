@@ -1,10 +1,16 @@
-"""Functional transforms (PyTorch's ``torch.func``) that need no batching: ``grad``, ``grad_and_value``, ``vjp``,
-``jvp``, ``linearize``, ``functional_call`` and ``stack_module_state``.
+"""Functional transforms (PyTorch's ``torch.func``): ``grad``, ``grad_and_value``, ``vjp``, ``jvp``, ``linearize``,
+``vmap`` (``_vmap``), ``jacrev``, ``jacfwd``, ``hessian`` (``_jac``), ``functional_call``, ``stack_module_state`` and
+``replace_all_batch_norm_modules_``.
 
 The reverse-mode transforms run the function on fresh differentiable aliases of the chosen inputs and ask the
 autograd engine for the gradients. The graph of those gradients is kept (``create_graph``) only when someone can
 differentiate them again: inside another transform, or when an input already requires grad. That makes the
 transforms compose (``grad(grad(f))``) while a top-level call returns plain tensors, as torch.func's do.
+
+Inside ``vmap`` the graph is the physical (batched) computation. So that its gradients come out per example, the
+transforms first make their inputs batched at every active vmap level (an expanded view: no copy) and run the
+backward pass on the physical tensors; examples never mix in a batched computation, so the gradient of the
+physical outputs' sum with respect to example i's input is example i's gradient.
 """
 import contextlib
 import functools
@@ -15,7 +21,16 @@ from ember._tensor import Tensor
 from ember.autograd import forward_ad
 from ember.autograd import grad as _autograd_grad
 
-__all__ = ["functional_call", "grad", "grad_and_value", "jvp", "linearize", "stack_module_state", "vjp"]
+from ._jac import hessian, jacfwd, jacrev
+from ._vmap import STATE as _VMAP
+from ._vmap import align as _align
+from ._vmap import as_batched as _as_batched
+from ._vmap import levels_of as _levels_of
+from ._vmap import physical as _physical
+from ._vmap import vmap
+
+__all__ = ["functional_call", "grad", "grad_and_value", "hessian", "jacfwd", "jacrev", "jvp", "linearize",
+           "replace_all_batch_norm_modules_", "stack_module_state", "vjp", "vmap"]
 
 
 class _Depth(threading.local):
@@ -59,8 +74,30 @@ def _check_tensors(tree):
 
 
 def _alias(t):
-    """A differentiable stand-in for ``t``: connected to ``t``'s own graph when it has one."""
-    return t.view_as(t) if t.requires_grad else t.detach().requires_grad_()
+    """A differentiable stand-in for ``t``: connected to ``t``'s own graph (and forward-mode tangent) when it has
+    one."""
+    if t.requires_grad:
+        return t.view_as(t)
+    if t._ext is not None and "tangent" in t._ext:
+        return t.view_as(t).requires_grad_()
+    return t.detach().requires_grad_()
+
+
+def _lift(t):
+    """``t`` batched at every active vmap level (expanded where it is not), so that gradients are per example."""
+    levels = tuple(_VMAP.levels)
+    if not levels or _levels_of(t) == levels:
+        return t
+    with _physical():
+        x = _align(t, levels, expand=True)
+    return _as_batched(x, levels)
+
+
+def _fresh(g, levels):
+    """Gradient ``g`` of the physical backward pass (maybe a tensor the caller holds) as a new batched tensor."""
+    with _physical():
+        g = g.view_as(g)
+    return _as_batched(g, levels)
 
 
 def _keep_graph(tensors):
@@ -68,6 +105,17 @@ def _keep_graph(tensors):
 
 
 def _gradients(outputs, inputs, cotangents, create_graph, retain_graph):
+    if _VMAP.levels:  # the backward pass of the physical (batched) graph
+        with _physical():
+            if cotangents is None:
+                cotangents = [ember.ones_like(o) for o in outputs]
+            else:
+                cotangents = [_align(c, _levels_of(o), expand=True) for o, c in zip(outputs, cotangents)]
+            grads = _autograd_grad(outputs, inputs, cotangents, retain_graph=retain_graph,
+                                   create_graph=create_graph, allow_unused=True)
+            grads = [ember.zeros_like(x) if g is None else g if create_graph else g.detach()
+                     for g, x in zip(grads, inputs)]
+        return [_fresh(g, _levels_of(x)) for g, x in zip(grads, inputs)]
     grads = _autograd_grad(outputs, inputs, cotangents, retain_graph=retain_graph, create_graph=create_graph,
                            allow_unused=True)
     return [ember.zeros_like(x) if g is None else g if create_graph else g.detach() for g, x in zip(grads, inputs)]
@@ -111,7 +159,7 @@ def grad_and_value(func, argnums=0, has_aux=False):
         keep = _keep_graph([leaf for n in nums for leaf in _leaves(args[n])])
         args = list(args)
         for n in nums:
-            args[n] = _map(_alias, args[n])
+            args[n] = _map(lambda t: _alias(_lift(t)), args[n])
         inputs = [leaf for n in nums for leaf in _leaves(args[n])]
         with ember.enable_grad(), _nested():
             output, aux = _split_aux(func(*args, **kwargs), has_aux, name)
@@ -149,9 +197,10 @@ def vjp(func, *primals, has_aux=False):
     """``(func(*primals), vjp_fn)``: ``vjp_fn(cotangents)`` gives the vector-Jacobian product for every primal
     (a tuple, one entry per primal); it can be called more than once."""
     _check_tensors(primals)
+    given = primals
     originals = _leaves(primals)
     keep = _keep_graph(originals)
-    primals = _map(_alias, primals)
+    primals = _map(lambda t: _alias(_lift(t)), primals)
     inputs = _leaves(primals)
     with ember.enable_grad(), _nested():
         output, aux = _split_aux(func(*primals), has_aux, "vjp(f, *primals)")
@@ -167,6 +216,10 @@ def vjp(func, *primals, has_aux=False):
         if len(flat) != len(outputs):
             raise RuntimeError(f"Expected pytree structure of cotangents to be the same as pytree structure of "
                                f"outputs to the function: {len(flat)} cotangents for {len(outputs)} outputs")
+        if any(not set(_levels_of(o)).issuperset(_levels_of(c)) for o, c in zip(outputs, flat)):
+            # cotangents batched by a vmap entered after the forward pass (``vmap(vjp_fn)``): the graph has no
+            # batch dims for them, so the function runs again, batched at every level now active
+            return vjp(func, *given, has_aux=has_aux)[1](cotangents)
         keep = ember.is_grad_enabled() and (nested or any(t.requires_grad for t in originals + flat))
         pairs = [(o, c) for o, c in zip(outputs, flat) if o.requires_grad]
         if pairs:
@@ -197,6 +250,8 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
             raise RuntimeError(f"Trying to set a forward gradient that has a different size than that of the original "
                                f"Tensor, this is not supported. Tensor is of size {list(p.shape)} while the given "
                                f"forward gradient is of size {list(t.shape)}.")
+    if _VMAP.levels:
+        flat_p, flat_t = [_lift(p) for p in flat_p], [_lift(t) for t in flat_t]
     with forward_ad.dual_level():
         duals = iter([forward_ad.make_dual(p, t) for p, t in zip(flat_p, flat_t)])
         output, aux = _split_aux(func(*_map(lambda _: next(duals), primals)), has_aux, "jvp(f, primals, tangents)")
@@ -204,7 +259,9 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
 
         def unpack(t):
             primal, tangent = forward_ad.unpack_dual(t)
-            return primal, ember.zeros_like(primal) if tangent is None else tangent
+            if tangent is None:
+                return primal, ember.zeros_like(primal)
+            return primal, _fresh(tangent, _levels_of(primal)) if _VMAP.levels else tangent
 
         values = _map(lambda t: unpack(t)[0], output)
         tangent_out = _map(lambda t: unpack(t)[1], output)
@@ -315,3 +372,14 @@ def stack_module_state(models):
     for name, p in models[0].named_parameters():
         params[name].requires_grad_(p.requires_grad)
     return params, stack(lambda m: m.named_buffers())
+
+
+def replace_all_batch_norm_modules_(root):
+    """Make every batch-norm module under ``root`` stop tracking running statistics (in place), so that it
+    normalises each call's batch alone, as vmap needs; returns ``root``."""
+    from ember.nn.modules.normalization import _BatchNorm
+    for module in root.modules():
+        if isinstance(module, _BatchNorm):
+            module.running_mean = module.running_var = module.num_batches_tracked = None
+            module.track_running_stats = False
+    return root

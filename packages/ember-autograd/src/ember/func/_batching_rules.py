@@ -1,0 +1,781 @@
+"""Batching rules: how one op call on batched tensors becomes one call on their physical arrays.
+
+A rule gets the dispatcher's call (its arguments still the batched tensors) and ``call_next``; it rewrites the
+arguments for the physical arrays (batch dims in front: dims shifted past them, operands aligned so that they
+broadcast, batch dims merged into an op's own batch dim), runs the op once through the layers below
+(``_vmap.run``), and marks the result batched. Some rules are decompositions into other ops, run logically (each
+of those meets its own rule). Ops with no rule here fall back to a loop over the examples (``_vmap.fallback``).
+"""
+import inspect
+import math
+
+import ember
+from ember._registry import REGISTRY
+from ember._tensor import Tensor, _wrap_dim
+
+from . import _vmap
+from ._vmap import BatchedTensor, align, as_batched, fallback, levels_of, lrank, lshape, physical, run
+
+RANDOM_ERROR, STATE, _inplace_error = _vmap.RANDOM_ERROR, _vmap.STATE, _vmap._inplace_error
+
+RULES = {}
+
+
+def rule_for(op):
+    r = RULES.get(op.name)
+    if r is None and op.kind == "elementwise":
+        return broadcast
+    return r
+
+
+def _register(names, rule):
+    for n in names.split():
+        RULES[n] = rule
+
+
+def _union(tensors):
+    return tuple(sorted({lv for t in tensors for lv in levels_of(t)}))
+
+
+def _sizes(levels):
+    return [STATE.sizes[lv] for lv in levels]
+
+
+def _batched(x):
+    return isinstance(x, BatchedTensor)
+
+
+def _mark(result, levels):
+    if isinstance(result, Tensor):
+        return as_batched(result, levels)
+    if isinstance(result, (tuple, list)):
+        parts = [_mark(r, levels) for r in result]
+        return type(result)(*parts) if hasattr(result, "_fields") else type(result)(parts)
+    return result
+
+
+_sigs = {}
+
+
+def _bind(op, args, kwargs):
+    sig = _sigs.get(op)
+    if sig is None:
+        params = list(inspect.signature(op.impl).parameters.values())[1:]
+        sig = _sigs[op] = inspect.Signature(params)
+    return sig.bind(*args, **kwargs)
+
+
+def _arg(bound, name):
+    if name in bound.arguments:
+        return bound.arguments[name]
+    return bound.signature.parameters[name].default
+
+
+def _shift(d, rank, k):
+    if isinstance(d, (tuple, list)):
+        return type(d)(_shift(v, rank, k) for v in d)
+    return _wrap_dim(d, rank) + k
+
+
+def _only_first(call):
+    """Whether the call's only batched tensor is its first argument."""
+    first = call.args[0] if call.args else None
+    return _batched(first) and all(t is first for t in call.tensors() if _batched(t))
+
+
+# ---- elementwise and broadcasting ops ----
+def broadcast(call, call_next):
+    """Operands broadcast against each other: batched ones get every batch dim (size 1 where not batched) and their
+    logical dims padded to the widest operand; unbatched ones broadcast from the right as they are."""
+    tensors = call.tensors()
+    levels = _union(tensors)
+    rank = max(lrank(t) for t in tensors)
+    if call.mode == "inplace" and levels_of(call.args[0]) != levels:
+        raise RuntimeError(_inplace_error(call.op))
+    with physical():
+        def fix(a):
+            if _batched(a):
+                return align(a, levels, rank)
+            if type(a) in (list, tuple) and any(_batched(x) for x in a):
+                return type(a)(fix(x) for x in a)
+            return a
+        args = [fix(a) for a in call.args]
+        kwargs = {k: fix(v) for k, v in call.kwargs.items()}
+    r = run(call, call_next, args, kwargs)
+    return r if call.mode == "inplace" else _mark(r, levels)
+
+
+_register("where clamp clip clamp_min clamp_max complex polar masked_fill isclose copy_ _gelu_backward "
+          "_silu_backward _softplus_backward", broadcast)
+
+
+def transparent(call, call_next):
+    """Ops that act on each element, or on the last dims only, of their one batched tensor."""
+    if not _only_first(call):
+        return fallback(call, call_next)
+    x = call.args[0]
+    r = run(call, call_next, call.args)
+    return r if call.mode == "inplace" else _mark(r, x._levels)
+
+
+_register("positive nan_to_num hardshrink threshold selu celu conj conj_physical resolve_conj resolve_neg real imag "
+          "angle gelu silu mish hardtanh hardsigmoid hardswish elu leaky_relu softplus softsign tanhshrink softshrink "
+          "log_sigmoid _to_copy clone tril triu zero_ fill_ matrix_exp linalg_matrix_exp linalg_inv inverse det "
+          "linalg_det slogdet linalg_slogdet logdet linalg_cholesky cholesky linalg_eigh linalg_eigvalsh "
+          "linalg_svdvals linalg_qr matrix_power linalg_matrix_power frexp", transparent)
+
+
+# ---- ops with dim arguments ----
+def dims(*names, none=None, plus=0, empty_is_none=False):
+    """A rule for ops on one batched tensor whose ``names`` arguments are dims (ints or tuples) of a tensor of the
+    input's logical rank + ``plus``. ``none``: what a dim of None means: "all" (a tuple of every logical dim) or
+    "flat" (the logical dims flattened into one, reduced along it)."""
+    def rule(call, call_next):
+        if not _only_first(call):
+            return fallback(call, call_next)
+        op = call.op
+        x = call.args[0]
+        levels = x._levels
+        k, rank = len(levels), lrank(x)
+        bound = _bind(op, call.args, call.kwargs)
+        flat = False
+        for name in names:
+            d = _arg(bound, name)
+            if empty_is_none and d == ():
+                d = None
+            if d is None:
+                if none == "all":
+                    d = tuple(range(rank))
+                elif none == "flat":
+                    flat = True
+                    d = 0
+                else:
+                    continue
+            bound.arguments[name] = _shift(d, max(rank + plus, 1), k)
+        if flat:
+            with physical():
+                bound.arguments[next(iter(bound.arguments))] = x.reshape(*x._data.shape[:k], -1)
+        r = run(call, call_next, bound.args, bound.kwargs)
+        if flat and isinstance(r, tuple) and op.name in _VALUE_ONLY:
+            r = r[0]
+        if flat and bound.arguments.get("keepdim"):
+            with physical():
+                r = _mark_keepdim(r, k, rank)
+        return r if call.mode == "inplace" else _mark(r, levels)
+    return rule
+
+
+_VALUE_ONLY = {"max", "min", "median", "nanmedian"}  # without a dim these return the value alone
+
+
+def _mark_keepdim(r, k, rank):
+    if isinstance(r, Tensor):
+        return r.reshape(*r._data.shape[:k], *([1] * rank))
+    return type(r)(*[_mark_keepdim(v, k, rank) for v in r]) if hasattr(r, "_fields") else \
+        type(r)(_mark_keepdim(v, k, rank) for v in r)
+
+
+_register("sum nansum mean nanmean", dims("dim", none="all", empty_is_none=True))
+_register("amax amin", dims("dim", none="all", empty_is_none=True))
+_register("prod max min argmax argmin all any count_nonzero median nanmedian norm", dims("dim", none="flat"))
+_register("var std var_mean std_mean linalg_vector_norm", dims("dim", none="all"))
+_register("logsumexp softmax log_softmax glu cumsum cumprod cummax cummin logcumsumexp sort argsort topk kthvalue "
+          "mode unbind narrow select split split_with_sizes chunk tensor_split unsafe_split unsafe_chunk "
+          "unsafe_split_with_sizes unflatten fft_fft "
+          "fft_ifft fft_rfft fft_irfft fft_hfft fft_ihfft diff", dims("dim"))
+_register("fft_fft2 fft_ifft2 fft_rfft2 fft_irfft2 fft_fftn fft_ifftn fft_rfftn fft_irfftn fft_fftshift "
+          "fft_ifftshift", dims("dim", none="all"))
+_register("transpose swapdims", dims("dim0", "dim1"))
+_register("swapaxes", dims("axis0", "axis1"))
+_register("movedim", dims("source", "destination"))
+_register("moveaxis", dims("source", "destination"))
+_register("diagonal", dims("dim1", "dim2"))
+_register("linalg_diagonal", dims("dim1", "dim2"))
+_register("diag_embed", dims("dim1", "dim2", plus=1))
+_register("unsqueeze", dims("dim", plus=1))
+_register("roll", dims("dims"))
+
+
+def _roll(call, call_next):
+    bound = _bind(call.op, call.args, call.kwargs)
+    if _arg(bound, "dims") in ((), None):
+        return fallback(call, call_next)
+    return RULES["roll_dims"](call, call_next)
+
+
+RULES["roll_dims"], RULES["roll"] = RULES["roll"], _roll
+
+
+def _squeeze(call, call_next):
+    if not _only_first(call):
+        return fallback(call, call_next)
+    x = call.args[0]
+    k, shape = len(x._levels), lshape(x)
+    bound = _bind(call.op, call.args, call.kwargs)
+    d = _arg(bound, "dim")
+    if d is None:
+        d = tuple(i for i, n in enumerate(shape) if n == 1)
+    elif not shape:  # (a 0-d tensor: dim 0 or -1 leaves it as it is)
+        _wrap_dim(d if isinstance(d, int) else 0, 1)
+        d = ()
+    d = _shift(d, max(len(shape), 1), k)
+    with physical():
+        r = x.squeeze(d) if d != () else x.view_as(x)
+    return _mark(r, x._levels)
+
+
+RULES["squeeze"] = _squeeze
+
+
+def _gather(call, call_next):
+    bound = _bind(call.op, call.args, call.kwargs)
+    x, index = _arg(bound, "input"), _arg(bound, "index")
+    levels = _union([x, index])
+    rank = lrank(x)
+    with physical():
+        bound.arguments["input"] = align(x, levels, expand=True)
+        bound.arguments["index"] = align(index, levels, expand=True)
+    bound.arguments["dim"] = _shift(_arg(bound, "dim"), max(rank, 1), len(levels))
+    return _mark(run(call, call_next, bound.args, bound.kwargs), levels)
+
+
+RULES["gather"] = _gather
+
+
+def _index_select(call, call_next):
+    if not _only_first(call):
+        return fallback(call, call_next)
+    return dims("dim")(call, call_next)
+
+
+RULES["index_select"] = _index_select
+
+
+# ---- shapes ----
+def _sizes_arg(sizes):
+    if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)):
+        return tuple(sizes[0])
+    return tuple(sizes)
+
+
+def _reshape(call, call_next):
+    if not _only_first(call):
+        return fallback(call, call_next)
+    x = call.args[0]
+    k = len(x._levels)
+    shape = _sizes_arg(call.args[1:])
+    args = (x, *x._data.shape[:k], *shape)
+    if call.op.name == "view":
+        try:
+            return _mark(run(call, call_next, args), x._levels)
+        except RuntimeError:  # (the batch dims do not merge with the rest in memory: a copy)
+            with physical():
+                return _mark(x.reshape(*args[1:]), x._levels)
+    return _mark(run(call, call_next, args), x._levels)
+
+
+_register("reshape view", _reshape)
+
+
+def _as_other(method):
+    def rule(call, call_next):
+        x, other = call.args[0], call.args[1]
+        shape = lshape(other)
+        if method == "expand":
+            return ember.Tensor.expand(x, *shape)
+        return ember.Tensor.reshape(x, *shape)
+    return rule
+
+
+RULES["view_as"] = RULES["reshape_as"] = _as_other("reshape")
+RULES["expand_as"] = _as_other("expand")
+
+
+def _expand(call, call_next):
+    if not _only_first(call):
+        return fallback(call, call_next)
+    x = call.args[0]
+    k = len(x._levels)
+    sizes = _sizes_arg(call.args[1:])
+    with physical():
+        px = align(x, x._levels, len(sizes))
+    return _mark(run(call, call_next, (px, *([-1] * k), *sizes)), x._levels)
+
+
+def _broadcast_to(call, call_next):
+    return ember.Tensor.expand(call.args[0], *_sizes_arg(call.args[1:]))
+
+
+RULES["expand"] = _expand
+RULES["broadcast_to"] = _broadcast_to
+
+
+def _permute(call, call_next):
+    x = call.args[0]
+    k, rank = len(x._levels), lrank(x)
+    order = _sizes_arg(call.args[1:])
+    return _mark(run(call, call_next, (x, *range(k), *_shift(tuple(order), max(rank, 1), k))), x._levels)
+
+
+RULES["permute"] = _permute
+
+
+def _flip(call, call_next):
+    x = call.args[0]
+    k, rank = len(x._levels), lrank(x)
+    return _mark(run(call, call_next, (x, *_shift(_sizes_arg(call.args[1:]), max(rank, 1), k))), x._levels)
+
+
+RULES["flip"] = _flip
+
+
+def _flatten(call, call_next):
+    x = call.args[0]
+    k, rank = len(x._levels), lrank(x)
+    bound = _bind(call.op, call.args, call.kwargs)
+    if rank == 0:
+        with physical():
+            return _mark(x.reshape(*x._data.shape, 1), x._levels)
+    for name in ("start_dim", "end_dim"):
+        bound.arguments[name] = _shift(_arg(bound, name), rank, k)
+    return _mark(run(call, call_next, bound.args, bound.kwargs), x._levels)
+
+
+RULES["flatten"] = _flatten
+
+
+def _t(call, call_next):
+    x = call.args[0]
+    k, rank = len(x._levels), lrank(x)
+    with physical():
+        r = x.transpose(k, k + 1) if rank == 2 else x.view_as(x)
+    return _mark(r, x._levels)
+
+
+RULES["t"] = _t
+
+
+def _repeat(call, call_next):
+    x = call.args[0]
+    k = len(x._levels)
+    sizes = _sizes_arg(call.args[1:])
+    with physical():
+        px = align(x, x._levels, len(sizes))
+    return _mark(run(call, call_next, (px, *([1] * k), *sizes)), x._levels)
+
+
+RULES["repeat"] = _repeat
+
+
+def _sum_to_size(call, call_next):
+    x = call.args[0]
+    k, rank = len(x._levels), lrank(x)
+    size = _sizes_arg(call.args[1:])
+    size = (1,) * (rank - len(size)) + tuple(size)
+    return _mark(run(call, call_next, (x, *x._data.shape[:k], *size)), x._levels)
+
+
+RULES["sum_to_size"] = _sum_to_size
+
+
+def _cat(stack):
+    def rule(call, call_next):
+        bound = _bind(call.op, call.args, call.kwargs)
+        tensors = list(bound.args[0])
+        name = "axis" if call.op.name == "concatenate" else "dim"
+        levels = _union(tensors)
+        rank = max(lrank(t) for t in tensors)
+        with physical():
+            parts = [align(t, levels, expand=True) for t in tensors]
+        bound.arguments[next(iter(bound.arguments))] = parts
+        bound.arguments[name] = _shift(_arg(bound, name), max(rank + stack, 1), len(levels))
+        return _mark(run(call, call_next, bound.args, bound.kwargs), levels)
+    return rule
+
+
+_register("cat concat concatenate", _cat(0))
+RULES["stack"] = _cat(1)
+
+
+def _advanced(index):
+    return [i for i in index if isinstance(i, (Tensor, list)) or (hasattr(i, "ndim") and not isinstance(i, Tensor))]
+
+
+def _getitem(call, call_next):
+    x, index = call.args[0], call.args[1]
+    idx = index if isinstance(index, tuple) else (index,)
+    if not _batched(x) or any(_batched(i) for i in idx) or len(_advanced(idx)) > 1:
+        return fallback(call, call_next)
+    k = len(x._levels)
+    return _mark(run(call, call_next, (x, (slice(None),) * k + idx)), x._levels)
+
+
+RULES["__getitem__"] = _getitem
+
+
+def _setitem(call, call_next):
+    x, index, value = call.args
+    idx = index if isinstance(index, tuple) else (index,)
+    if any(_batched(i) for i in idx) or len(_advanced(idx)) > 1:
+        return fallback(call, call_next)
+    levels = levels_of(x)
+    if not set(levels).issuperset(levels_of(value)):
+        raise RuntimeError(_inplace_error(call.op))
+    k = len(levels)
+    pidx = (slice(None),) * k + idx
+    if _batched(value):
+        with physical():
+            region = x[pidx]
+            value = align(value, levels, region._data.ndim - k)
+    return run(call, call_next, (x, pidx, value))
+
+
+RULES["__setitem__"] = _setitem
+
+
+# ---- products ----
+def _matmul(call, call_next):
+    a, b = call.args[0], call.args[1]
+    name = call.op.name
+    ra, rb = lrank(a), lrank(b)
+    need = {"mm": (2, 2), "bmm": (3, 3), "mv": (2, 1), "dot": (1, 1)}.get(name)
+    if need is not None and (ra, rb) != need:
+        raise RuntimeError(f"{name}: expected operands of {need[0]} and {need[1]} dims, got {ra} and {rb}")
+    levels = _union([a, b])
+    with physical():
+        pa, pb = a, b
+        if ra == 1:
+            pa = a.unsqueeze(len(levels_of(a)))
+        if rb == 1:
+            pb = b.unsqueeze(-1)
+        rank = max(ra, rb, 2)
+        if _batched(a):
+            pa = align(pa, levels, rank, own=levels_of(a))
+        if _batched(b):
+            pb = align(pb, levels, rank, own=levels_of(b))
+        r = REGISTRY["matmul"].fn(pa, pb)
+        if rb == 1:
+            r = r.squeeze(-1)
+        if ra == 1:
+            r = r.squeeze(-1 if rb == 1 else -2)
+    return _mark(r, levels)
+
+
+_register("matmul mm bmm mv dot", _matmul)
+
+
+def _outer(call, call_next):
+    a, b = call.args[0], call.args[1]
+    return a.unsqueeze(-1) * b
+
+
+_register("outer ger", _outer)
+
+
+def _addmm(call, call_next):
+    bound = _bind(call.op, call.args, call.kwargs)
+    x, m1, m2 = bound.args[:3]
+    beta, alpha = _arg(bound, "beta"), _arg(bound, "alpha")
+    prod = ember.matmul(m1, m2)
+    prod = prod if alpha == 1 else prod * alpha
+    if call.mode == "inplace":
+        return x.mul_(beta).add_(prod) if beta != 1 else x.add_(prod)
+    return (x if beta == 1 else x * beta) + prod
+
+
+_register("addmm addmv addbmm baddbmm", _addmm)
+
+
+def _linear(call, call_next):
+    bound = _bind(call.op, call.args, call.kwargs)
+    x, w, b = _arg(bound, "input"), _arg(bound, "weight"), _arg(bound, "bias")
+    if not _batched(w) and not _batched(b):
+        return _mark(run(call, call_next, (x, w, b)), x._levels)
+    out = ember.matmul(x, w.transpose(-1, -2))
+    return out if b is None else out + b
+
+
+RULES["linear"] = _linear
+
+
+_LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+def _einsum(call, call_next):
+    equation, *operands = call.args
+    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+        operands = list(operands[0])
+    if not isinstance(equation, str) or "->" not in equation:
+        return fallback(call, call_next)
+    levels = _union(operands)
+    free = [c for c in _LETTERS if c not in equation][:len(levels)]
+    lhs, rhs = equation.replace(" ", "").split("->")
+    subs = lhs.split(",")
+    batch = "".join(free)
+    with physical():
+        parts = [align(t, levels, expand=True) if _batched(t) else t for t in operands]
+    subs = [batch + s if _batched(t) else s for s, t in zip(subs, operands)]
+    r = run(call, call_next, (",".join(subs) + "->" + batch + rhs, *parts))
+    return _mark(r, levels)
+
+
+RULES["einsum"] = _einsum
+
+
+# ---- neural-network ops ----
+def _merge_batch(x, levels, n_spatial, expand=False):
+    """(physical input with the batch dims merged into its own batch dim, batch sizes, whether it had none)."""
+    with physical():
+        px = align(x, levels, expand=True) if expand or levels_of(x) != levels else x
+        k = len(levels)
+        sizes = list(px._data.shape[:k])
+        unbatched = px._data.ndim - k == n_spatial + 1
+        if unbatched:
+            px = px.unsqueeze(k)
+        return px.reshape(-1, *px._data.shape[k + 1:]), sizes, unbatched, px._data.shape[k]
+
+
+def _conv(n_spatial):
+    def rule(call, call_next):
+        bound = _bind(call.op, call.args, call.kwargs)
+        x, w, b = _arg(bound, "input"), _arg(bound, "weight"), _arg(bound, "bias")
+        if call.op.name.startswith("conv_transpose"):
+            if _batched(w) or _batched(b):
+                return fallback(call, call_next)
+        levels = _union([x, w, b] if b is not None else [x, w])
+        k = len(levels)
+        if not _batched(w) and not _batched(b):
+            px, sizes, unbatched, n = _merge_batch(x, levels, n_spatial)
+            bound.arguments["input"] = px
+            r = run(call, call_next, bound.args, bound.kwargs)
+            with physical():
+                r = r.reshape(*sizes, n, *r._data.shape[1:])
+                if unbatched:
+                    r = r.squeeze(k)
+            return _mark(r, levels)
+        # a batched weight: one grouped convolution, the examples' channels side by side
+        with physical():
+            px = align(x, levels, expand=True)
+            sizes = list(px._data.shape[:k])
+            nb = math.prod(sizes)
+            unbatched = px._data.ndim - k == n_spatial + 1
+            if unbatched:
+                px = px.unsqueeze(k)
+            px = px.reshape(nb, *px._data.shape[k:])  # (nb, N, C, *spatial)
+            n, c = px._data.shape[1], px._data.shape[2]
+            px = px.transpose(0, 1).reshape(n, nb * c, *px._data.shape[3:])
+            pw = align(w, levels, expand=True)
+            o = pw._data.shape[k]
+            pw = pw.reshape(nb * o, *pw._data.shape[k + 1:])
+            if b is not None:
+                pb = align(b, levels, expand=True).reshape(nb * o)
+            else:
+                pb = None
+            groups = _arg(bound, "groups")
+            bound.arguments.update(input=px, weight=pw, bias=pb, groups=groups * nb)
+        r = run(call, call_next, bound.args, bound.kwargs)
+        with physical():
+            r = r.reshape(n, nb, o, *r._data.shape[2:]).transpose(0, 1).reshape(*sizes, n, o, *r._data.shape[2:])
+            if unbatched:
+                r = r.squeeze(k)
+        return _mark(r, levels)
+    return rule
+
+
+_register("conv1d conv_transpose1d", _conv(1))
+_register("conv2d conv_transpose2d", _conv(2))
+_register("conv3d conv_transpose3d", _conv(3))
+
+
+def _pool(n_spatial):
+    def rule(call, call_next):
+        if not _only_first(call):
+            return fallback(call, call_next)
+        x = call.args[0]
+        levels = x._levels
+        k = len(levels)
+        px, sizes, unbatched, n = _merge_batch(x, levels, n_spatial)
+        r = run(call, call_next, (px,) + tuple(call.args[1:]))
+
+        def back(t):
+            t = t.reshape(*sizes, n, *t._data.shape[1:])
+            return t.squeeze(k) if unbatched else t
+        with physical():
+            r = back(r) if isinstance(r, Tensor) else type(r)(back(t) for t in r)
+        return _mark(r, levels)
+    return rule
+
+
+_register("max_pool1d max_pool1d_with_indices avg_pool1d adaptive_avg_pool1d adaptive_max_pool1d", _pool(1))
+_register("max_pool2d max_pool2d_with_indices avg_pool2d adaptive_avg_pool2d adaptive_max_pool2d pixel_shuffle "
+          "pixel_unshuffle", _pool(2))
+_register("max_pool3d max_pool3d_with_indices avg_pool3d adaptive_avg_pool3d adaptive_max_pool3d", _pool(3))
+
+
+def _layer_norm(call, call_next):
+    bound = _bind(call.op, call.args, call.kwargs)
+    x, w, b = _arg(bound, "input"), _arg(bound, "weight"), _arg(bound, "bias")
+    if _batched(x) and not _batched(w) and not _batched(b):
+        return _mark(run(call, call_next, bound.args, bound.kwargs), x._levels)
+    shape = _arg(bound, "normalized_shape")
+    if call.op.name == "rms_norm":
+        y = call.op.fn(x, shape, None, _arg(bound, "eps"))
+    else:
+        y = call.op.fn(x, shape, None, None, _arg(bound, "eps"))
+    if w is not None:
+        y = y * w
+    return y + b if b is not None else y
+
+
+_register("layer_norm rms_norm", _layer_norm)
+
+
+def _embedding(call, call_next):
+    weight = call.args[0]
+    if _batched(weight):
+        return fallback(call, call_next)
+    levels = _union(call.tensors())
+    return _mark(run(call, call_next, call.args), levels)
+
+
+RULES["embedding"] = _embedding
+
+
+def _reduce(r, reduction, k):
+    if reduction == 0:
+        return r
+    dims_ = tuple(range(k, r._data.ndim))
+    if not dims_:
+        return r
+    return r.mean(dims_) if reduction == 1 else r.sum(dims_)
+
+
+def _softmax_nll(call, call_next):
+    bound = _bind(call.op, call.args, call.kwargs)
+    x, t, w = _arg(bound, "input"), _arg(bound, "target"), _arg(bound, "weight")
+    if _batched(w):
+        return fallback(call, call_next)
+    levels = _union([x, t])
+    k = len(levels)
+    reduction, ignore = _arg(bound, "reduction"), _arg(bound, "ignore_index")
+    with physical():
+        px, pt = align(x, levels, expand=True), align(t, levels, expand=True)
+        sizes = list(px._data.shape[:k])
+        bound.arguments.update(input=px.reshape(-1, px._data.shape[-1]), target=pt.reshape(-1), reduction=0)
+    r = run(call, call_next, bound.args, bound.kwargs)
+    with physical():
+        r = r.reshape(*sizes, -1)
+        if reduction == 2:
+            r = r.sum(k)
+        elif reduction == 1:
+            keep = (pt != ignore).to(r.dtype)
+            if w is not None:
+                keep = keep * w[pt.clamp(min=0)]
+            r = r.sum(k) / keep.sum(k)
+    return _mark(r, levels)
+
+
+RULES["_softmax_nll"] = _softmax_nll
+
+
+def _pointwise_loss(call, call_next):
+    """Losses that are elementwise before their reduction: computed unreduced, reduced over the logical dims."""
+    bound = _bind(call.op, call.args, call.kwargs)
+    reduction = _arg(bound, "reduction")
+    tensors = call.tensors()
+    levels = _union(tensors)
+    rank = max(lrank(t) for t in tensors)
+    with physical():
+        for name, v in list(bound.arguments.items()):
+            if _batched(v):
+                bound.arguments[name] = align(v, levels, rank)
+        bound.arguments["reduction"] = 0
+    r = run(call, call_next, bound.args, bound.kwargs)
+    with physical():
+        r = _reduce(r, reduction, len(levels))
+    return _mark(r, levels)
+
+
+_register("binary_cross_entropy binary_cross_entropy_with_logits kl_div", _pointwise_loss)
+
+
+# ---- random ops ----
+def _randomness():
+    return STATE.randomness[STATE.levels[-1]]
+
+
+def _dropout(call, call_next, batched):
+    op = call.op
+    bound = _bind(op, call.args, call.kwargs)
+    if not _arg(bound, "train") or _arg(bound, "p") == 0:
+        return transparent(call, call_next) if batched else call_next(call)
+    mode = _randomness()
+    if mode == "error":
+        raise RuntimeError(RANDOM_ERROR)
+    x = call.args[0]
+    if mode == "different":
+        levels = tuple(STATE.levels)
+        with physical():
+            px = align(x, levels, expand=True)
+            if call.mode == "inplace":
+                if levels_of(x) != levels:
+                    raise RuntimeError("vmap: Cannot ask for different inplace randomness on an unbatched tensor. "
+                                       "This will appear like same randomness. If this is necessary for your "
+                                       "usage, please file an issue with functorch.")
+                px = x
+        return _mark(run(call, call_next, (px,) + tuple(call.args[1:]), call.kwargs), levels) \
+            if call.mode != "inplace" else run(call, call_next, (px,) + tuple(call.args[1:]), call.kwargs)
+    # "same": one mask, drawn for the logical shape, for every example
+    with physical():
+        mask = op.fn(ember.ones(lshape(x), dtype=x.dtype, device=x.device), *call.args[1:], **call.kwargs)
+    if isinstance(mask, tuple):
+        return fallback(call, call_next)
+    return x.mul_(mask) if call.mode == "inplace" else x * mask
+
+
+def _inplace_random(call, call_next, batched):
+    mode = _randomness()
+    if mode == "error":
+        raise RuntimeError(RANDOM_ERROR)
+    target = call.args[0]
+    levels = tuple(STATE.levels)
+    if mode == "different":
+        if levels_of(target) != levels:
+            raise RuntimeError("vmap: Cannot ask for different inplace randomness on an unbatched tensor. This will "
+                               "appear like same randomness. If this is necessary for your usage, please file an "
+                               "issue with functorch.")
+        return run(call, call_next, call.args)
+    with physical():
+        draw = ember.empty(lshape(target), dtype=target.dtype, device=target.device)
+        call.op.fn(draw, *call.args[1:], **call.kwargs)
+    return target.copy_(draw)
+
+
+def _random_op(call, call_next, batched):
+    mode = _randomness()
+    if mode == "error":
+        raise RuntimeError(RANDOM_ERROR)
+    if mode == "same":
+        if batched:
+            raise RuntimeError(f"vmap: randomness='same' is not supported for {call.op.name} on batched inputs; "
+                               "use randomness='different'")
+        return call_next(call)
+    levels = tuple(STATE.levels)
+    tensors = call.tensors()
+    rank = max(lrank(t) for t in tensors) if tensors else 0
+    with physical():
+        def fix(a):
+            return align(a, levels, rank, expand=True) if isinstance(a, Tensor) else a
+        args = [fix(a) for a in call.args]
+        kwargs = {k: fix(v) for k, v in call.kwargs.items()}
+    return _mark(run(call, call_next, args, kwargs), levels)
+
+
+RANDOM = {}
+for _n in "dropout alpha_dropout feature_dropout feature_alpha_dropout".split():
+    RANDOM[_n] = _dropout
+for _n in "uniform_ normal_ bernoulli_ random_ exponential_ geometric_ log_normal_ cauchy_".split():
+    RANDOM[_n] = _inplace_random
+for _n in ("bernoulli multinomial poisson _normal_tensors binomial native_dropout _dropout_with_mask "
+           "_alpha_dropout_with_mask _feature_dropout_with_mask _feature_alpha_dropout_with_mask").split():
+    RANDOM[_n] = _random_op
