@@ -16,11 +16,22 @@ from ._options import (
 )
 from ._rref import RRef
 from ._version import __version__  # noqa: F401
-from .api import get_worker_info, init_rpc, remote, rpc_async, rpc_sync, shutdown
+from .api import (
+    AllGatherStates,
+    get_worker_info,
+    init_rpc,
+    method_factory,
+    new_method,
+    remote,
+    rpc_async,
+    rpc_sync,
+    shutdown,
+)
 
-__all__ = ["BackendType", "BackendValue", "RRef", "RpcBackendOptions", "TensorPipeRpcBackendOptions", "WorkerInfo",
-           "backend_registered", "construct_rpc_backend_options", "functions", "get_worker_info", "init_backend",
-           "init_rpc", "is_available", "register_backend", "remote", "rpc_async", "rpc_sync", "shutdown"]
+__all__ = ["AllGatherStates", "BackendType", "BackendValue", "RRef", "RpcBackendOptions",
+           "TensorPipeRpcBackendOptions", "WorkerInfo", "backend_registered", "construct_rpc_backend_options",
+           "functions", "get_worker_info", "init_backend", "init_rpc", "is_available", "method_factory", "new_method",
+           "register_backend", "remote", "rpc_async", "rpc_sync", "shutdown"]
 
 
 def is_available():

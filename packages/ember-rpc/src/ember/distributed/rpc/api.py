@@ -11,7 +11,8 @@ from . import _options
 from ._agent import _CALL, _REMOTE, WorkerInfo
 from ._rref import RRef
 
-__all__ = ["init_rpc", "shutdown", "rpc_sync", "rpc_async", "remote", "get_worker_info"]
+__all__ = ["init_rpc", "shutdown", "rpc_sync", "rpc_async", "remote", "get_worker_info", "AllGatherStates",
+           "method_factory", "new_method"]
 
 _agent = None
 _store = None  # the rendezvous store (released at shutdown: rank 0 serves it)
@@ -145,3 +146,29 @@ def _owned_count():
 
 
 __all__ += ["WorkerInfo"]
+
+
+# ---- torch.distributed.rpc helpers that torch's namespace exports ----------------------------------------------------
+class AllGatherStates:
+    """The state of one round of torch's RPC-based all-gather (its graceful shutdown uses it): the objects gathered
+    so far by worker name, and the event the workers wait on until all are in. ember's agent agrees on shutdown
+    through its own messages and does not use it; it is here because torch.distributed.rpc exports it."""
+
+    def __init__(self):
+        self.gathered_objects = {}
+        self.proceed_signal = threading.Event()
+
+
+def method_factory(method_name, docstring):
+    """A function ``method(rref, *args, **kwargs)`` calling RRef's own ``method_name`` (torch builds RRef's public
+    methods with it, over its C++ implementation class; as there, ``docstring`` is not applied: ``__doc__`` stays
+    None). One difference: torch's raise TypeError on the RRefs ``rpc.remote`` returns (its C++ class, not the
+    Python RRef); ember has one RRef class, on which they always work."""
+    def method(self, *args, **kwargs):
+        return getattr(RRef, method_name)(self, *args, **kwargs)
+
+    return method
+
+
+# the last method torch's loop made with method_factory, left in its namespace: RRef.to_here's
+new_method = method_factory("to_here", RRef.to_here.__doc__)
