@@ -41,9 +41,10 @@ FAST_HEALTH = {"health_check_period_ms": 500, "health_check_failure_threshold": 
 
 @pytest.fixture(scope="module")
 def cluster():
-    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False,
+    # one GPU declared per node (Ray takes resources as declared: no device is needed to place GPU bundles)
+    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "num_gpus": 1, "include_dashboard": False,
                                                       "_system_config": FAST_HEALTH})
-    c.add_node(num_cpus=1)
+    c.add_node(num_cpus=1, num_gpus=1)
     ray.init(address=c.address, log_to_driver=False)
     yield c
     ray.shutdown()
@@ -134,6 +135,18 @@ def test_cli_environment_console_and_logs(cluster, tmp_path):
     logged = sorted(p.read_text() for p in logs.rglob("stdout.log"))
     assert logged == ["out of rank 0\n", "out of rank 1\n"]
     _assert_clean(tmp_path / "out")
+
+
+def test_cli_gpu_bundles(cluster, tmp_path):
+    """--ray-gpus: each node's bundle is its workers' GPUs; Ray hands each node's actor its device, which the
+    workers inherit."""
+    code, _, stderr = launch("ember", ["--ray-address", cluster.address, "--ray-gpus", "--nnodes", "2",
+                                       "--nproc-per-node", "1"], "env", out=tmp_path, timeout=120)
+    assert code == 0, stderr
+    envs = worker_envs(tmp_path)
+    assert sorted(envs) == [(0, 0), (1, 0)]
+    assert [env["CUDA_VISIBLE_DEVICES"] for env in envs.values()] == ["0", "0"]
+    _assert_clean(tmp_path)
 
 
 def test_cli_one_rank_raises(cluster, tmp_path):
