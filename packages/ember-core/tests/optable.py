@@ -41,6 +41,16 @@ class T:
         self.arr, self.dtype = arr, dtype
 
 
+class Out:
+    """An empty tensor of ``dtype`` to pass as ``out=`` (the op resizes it)."""
+
+    def __init__(self, dtype):
+        self.dtype = dtype
+
+    def __repr__(self):
+        return f"Out({self.dtype})"
+
+
 def values(dtype, shape, rng, special=False):
     """Sample values of ``dtype`` (as the float64/int64/bool NumPy array they are made from)."""
     n = int(np.prod(shape))
@@ -74,6 +84,8 @@ def convert(lib, x, dtype):
         return t.transpose(-1, -2)
     if isinstance(x, DT):
         return getattr(lib, x.name)
+    if isinstance(x, Out):
+        return lib.empty(0, dtype=getattr(lib, x.dtype))
     if isinstance(x, list):
         return [convert(lib, v, dtype) for v in x]
     if isinstance(x, tuple):
@@ -92,11 +104,14 @@ class Line:
     ``limits``: the op's mathematical values at +inf and -inf of its first argument (``{inf: .., -inf: ..}``),
     compared there instead of torch's, whose results at infinities depend on the CPU's kernel path or are NaN
     where the limit exists (``tools/edge_audit.py`` finds the former).
+    ``exempt``: ``{parameter: reason}`` for optional parameters of the PyTorch function the line calls that no line
+    exercises (``test_optable_coverage.py``; the reasons are listed in docs/ops.md). A dict literal, as the docs
+    read it from the source.
     """
 
-    def __init__(self, name, call, samples, dtypes=ALL, grad=None, values=True, limits=None):
+    def __init__(self, name, call, samples, dtypes=ALL, grad=None, values=True, limits=None, exempt=None):
         self.name, self.call, self.samples, self.dtypes, self.values = name, call, samples, dtypes, values
-        self.limits = limits
+        self.limits, self.exempt = limits, exempt or {}
         self.grad = getattr(call, "direct", False) if grad is None else grad
 
 

@@ -225,3 +225,81 @@ def test_from_numpy_shares_memory_and_rejects_unsupported():
         ember.from_numpy(np.array(["x"]))
     with pytest.raises(TypeError):
         ember.from_numpy([1, 2])
+
+
+# ---- out= ------------------------------------------------------------------------------------------
+OUT_DTYPE = "float64"
+
+
+def out_cases(line):
+    """[(dtype, args, kwargs)] of ``line`` for its ``out=`` test: its first sample torch computes, with ``out=``
+    buffers (``optable.Out`` markers) of the results' dtypes, empty (the op resizes them). None when the line's call
+    does not pass keywords through or its results are not dense tensors."""
+    if not getattr(line.call, "direct", False):
+        return None
+    dtype = OUT_DTYPE if OUT_DTYPE in line.dtypes else line.dtypes[0]
+    for args, kwargs in line.samples(dtype, np.random.default_rng(_seed(line.name, "out"))):
+        if "out" in kwargs:
+            return None
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                r = line.call(torch, *convert(torch, args, dtype), **convert(torch, kwargs, dtype))
+        except Exception:  # noqa: BLE001 - an error sample: the next one
+            continue
+        results = r if isinstance(r, tuple) else (r,)
+        if not results or not all(isinstance(x, torch.Tensor) and x.layout == torch.strided for x in results):
+            return None
+        dtypes = [str(x.dtype).split(".")[1] for x in results]
+        wrap = (lambda b: tuple(b)) if isinstance(r, tuple) else (lambda b: b[0])
+        return [(dtype, args, {**kwargs, "out": wrap([optable.Out(d) for d in dtypes])})]
+    return None
+
+
+def _out_support(line):
+    """True if torch's function takes ``out=`` in the line's out= case, False if it refuses it (a schema's out
+    overload Python does not reach), None where there is no case."""
+    try:
+        cases = out_cases(line)
+    except Exception:  # noqa: BLE001 - lines whose samples need more than the table offers here
+        return None
+    if cases is None:
+        return None
+    dtype, args, kwargs = cases[0]
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            line.call(torch, *convert(torch, args, dtype), **convert(torch, kwargs, dtype))
+    except Exception:  # noqa: BLE001 - the sample computes without out=: an error with it means no out=
+        return False
+    return True
+
+
+OUT_SUPPORT = {id(line): _out_support(line) for line in LINES}
+OUT_CASES = [pytest.param(line, id=line.name) for line in LINES if OUT_SUPPORT[id(line)]]
+
+
+@pytest.mark.parametrize("line", OUT_CASES)
+def test_out_matches_torch(line):
+    """``out=``: the result is written into the given tensors (resized), which the call returns."""
+    for dtype, args, kwargs in out_cases(line):
+        where = f"{line.name}[{dtype}] out={kwargs['out']!r}"
+        tkw, ekw = convert(torch, kwargs, dtype), convert(ember, kwargs, dtype)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                expected = line.call(torch, *convert(torch, args, dtype), **tkw)
+            except Exception as exc:  # noqa: BLE001 - the oracle's exception type is what we compare
+                with pytest.raises(type(exc)):
+                    line.call(ember, *convert(ember, args, dtype), **ekw)
+                continue
+            got = line.call(ember, *convert(ember, args, dtype), **ekw)
+
+        def returns_out(result, out):  # (a line's call may transform the results: then torch's are not its out)
+            return all(r is o for r, o in zip(result if isinstance(result, tuple) else (result,),
+                                              out if isinstance(out, tuple) else (out,)))
+        assert returns_out(got, ekw["out"]) or not returns_out(expected, tkw["out"]), (
+            f"{where}: the call does not return its out tensors")
+        if line.limits:
+            expected = with_limits(expected, args[0], line.limits)
+        assert_same(got, expected, where, line.values)
