@@ -226,3 +226,51 @@ def overlap_job(rank, world):
 
 def test_overlap_with_ddp_is_not_implemented(ranks):
     assert all("overlap_with_ddp=True" in msg for msg in ranks(2).run(overlap_job))
+
+
+# ---- as_functional_optim ----------------------------------------------------------------------------------------
+FUNCTIONAL = {"SGD": {"lr": 0.1, "momentum": 0.9}, "Adam": {"lr": 0.01, "amsgrad": True}, "AdamW": {},
+              "Adagrad": {"lr": 0.1}, "Adadelta": {}, "RMSprop": {"momentum": 0.5, "centered": True},
+              "Rprop": {}, "Adamax": {"weight_decay": 0.1}}
+
+
+def functional_job(rank, world, libname):
+    """No process group: each functional optimiser's attributes and three step_param updates of one parameter."""
+    lib = importlib.import_module(libname)
+    as_functional_optim = importlib.import_module(f"{libname}.distributed.optim").as_functional_optim
+    out = {}
+    for name, kwargs in FUNCTIONAL.items():
+        f = as_functional_optim(getattr(lib.optim, name), **kwargs)
+        flags = {k: v for k, v in vars(f).items() if k not in ("defaults", "state", "param_group")
+                 and not k.startswith("_")}
+        attrs = (type(f).__name__, f.defaults, flags, repr(f.param_group), hasattr(f, "step_param"))
+        p, q = lib.nn.Parameter(lib.linspace(-1.0, 1.0, 5)), lib.nn.Parameter(lib.linspace(1.0, 2.0, 3))
+        if name != "Adagrad":  # (torch's makes the state of its parameters at construction only)
+            f.param_group["params"].append(p)
+            for k in range(3):
+                f.step([lib.linspace(0.5, -0.3 * k, 5) ** (k + 1)])
+        if hasattr(f, "step_param"):
+            for k in range(3):
+                f.step_param(q, lib.linspace(0.2, -0.1 * k, 3) ** (k + 1))
+        out[name] = (*attrs, sorted(f.state.get(p, {})), sorted(f.state.get(q, {})), _np(p), _np(q))
+    try:
+        as_functional_optim(lib.optim.LBFGS)
+    except ValueError as e:
+        out["LBFGS"] = str(e).replace(libname, "LIB")
+    try:
+        as_functional_optim(lib.optim.SGD).step([lib.ones(1)])
+    except ValueError as e:
+        out["step"] = str(e)
+    return out
+
+
+def test_functional_optimizers_match_torch(ranks):
+    theirs, mine = (ranks(2).run(functional_job, lib)[0] for lib in ("torch", "ember"))
+    assert mine.keys() == theirs.keys()
+    for name in FUNCTIONAL:
+        *attrs, p, q = mine[name]
+        *want_attrs, want_p, want_q = theirs[name]
+        assert attrs == want_attrs, name
+        np.testing.assert_allclose(p, want_p, rtol=1e-5, atol=1e-7, err_msg=name)
+        np.testing.assert_allclose(q, want_q, rtol=1e-5, atol=1e-7, err_msg=name)
+    assert mine["LBFGS"] == theirs["LBFGS"] and mine["step"] == theirs["step"]

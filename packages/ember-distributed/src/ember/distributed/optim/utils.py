@@ -1,6 +1,7 @@
 """Functional optimisers: ``as_functional_optim(optim_cls, *args, **kwargs)`` gives an optimiser without parameters
-of its own that updates one parameter with a gradient handed to it (``step_param(param, grad)``), or the parameters
-of its ``param_group`` with a list of gradients (``step(gradients)``), as torch.distributed.optim's do.
+of its own that updates the parameters of its ``param_group`` with a list of gradients handed to it
+(``step(gradients)``), or (SGD, Adam, AdamW) one parameter with its gradient (``step_param(param, grad)``), as
+torch.distributed.optim's do.
 
 torch writes each one out again in TorchScript; ember's step with the algorithm of ember.optim's class itself, so the
 two cannot drift apart: each parameter gets an ``optim_cls([param], ...)`` of its own on its first step (these
@@ -16,12 +17,14 @@ __all__ = ["as_functional_optim", "register_functional_optim"]
 class _FunctionalOptimizer:
     """A functional form of ``_optim_cls``: ``_defaults`` are the options torch's functional class keeps in
     ``defaults`` (``beta1``/``beta2`` are the two ``betas``), ``_flags`` those it keeps as attributes, ``_fixed``
-    constants it adds to ``defaults``, ``_lr`` its default learning rate where it differs from the class's."""
+    (``_fixed_flags``) constants it adds to ``defaults`` (as attributes), ``_lr`` its default learning rate where
+    it differs from the class's."""
 
     _optim_cls = None
     _defaults = ()
     _flags = ()
     _fixed = {}
+    _fixed_flags = {}
     _lr = None
 
     def __init__(self, params, *args, _allow_empty_param_list=False, **kwargs):
@@ -39,6 +42,8 @@ class _FunctionalOptimizer:
         self.defaults.update(self._fixed)
         for k in self._flags:
             setattr(self, k, bool(options[k]) if options[k] is None else options[k])
+        for k, v in self._fixed_flags.items():
+            setattr(self, k, v)
         self.state = {}
         self.param_group = {"params": params}
         self._inner = {}
@@ -55,8 +60,7 @@ class _FunctionalOptimizer:
             group["betas"] = (self.defaults["beta1"], self.defaults["beta2"])
         return opt
 
-    def step_param(self, param, grad):
-        """Update ``param`` with ``grad`` (nothing when ``grad`` is None)."""
+    def _step_param(self, param, grad):
         if grad is None:
             return
         opt = self._optimizer_of(param)
@@ -76,7 +80,15 @@ class _FunctionalOptimizer:
             raise ValueError("the gradients passed in does not equal to the size of the parameters!"
                              f"Params length: {len(params)}. Gradients length: {len(gradients)}")
         for param, grad in zip(params, gradients):
-            self.step_param(param, grad)
+            self._step_param(param, grad)
+
+
+class _WithStepParam(_FunctionalOptimizer):
+    """Those of torch's functional optimisers that also update a single parameter."""
+
+    def step_param(self, param, grad):
+        """Update ``param`` with ``grad`` (nothing when ``grad`` is None)."""
+        self._step_param(param, grad)
 
 
 def _probe():
@@ -87,21 +99,25 @@ def _as_float(v):
     return float(v) if isinstance(v, int) and not isinstance(v, bool) else v
 
 
-def _functional(name, optim_cls, defaults, flags, fixed=None, lr=None):
-    return type(f"_Functional{name}", (_FunctionalOptimizer,), {
+def _functional(name, optim_cls, defaults, flags, fixed=None, lr=None, step_param=False, fixed_flags=None):
+    return type(f"_Functional{name}", (_WithStepParam if step_param else _FunctionalOptimizer,), {
         "_optim_cls": optim_cls, "_defaults": defaults, "_flags": flags, "_fixed": fixed or {}, "_lr": lr,
+        "_fixed_flags": fixed_flags or {},
         "__module__": __name__, "__doc__": f"The functional form of ember.optim.{optim_cls.__name__}."})
 
 
 _ADAM = ("lr", "eps", "beta1", "beta2", "weight_decay")
 _FunctionalSGD = _functional("SGD", optim.SGD, ("lr", "momentum", "dampening", "weight_decay"),
-                             ("nesterov", "maximize", "foreach", "fused"), lr=1e-2)
-_FunctionalAdam = _functional("Adam", optim.Adam, _ADAM, ("amsgrad", "maximize", "foreach", "fused"))
-_FunctionalAdamW = _functional("AdamW", optim.AdamW, _ADAM, ("amsgrad", "maximize", "foreach", "fused"))
+                             ("nesterov", "maximize", "foreach", "fused"), lr=1e-2, step_param=True)
+_FunctionalAdam = _functional("Adam", optim.Adam, _ADAM, ("amsgrad", "maximize", "foreach", "fused"),
+                              step_param=True)
+_FunctionalAdamW = _functional("AdamW", optim.AdamW, _ADAM, ("amsgrad", "maximize", "foreach", "fused"),
+                               step_param=True)
 _FunctionalAdagrad = _functional("Adagrad", optim.Adagrad,
                                  ("lr", "lr_decay", "eps", "weight_decay", "initial_accumulator_value"),
                                  ("foreach", "fused", "maximize"),
-                                 {"warmup_lr_multiplier": 1.0, "warmup_num_iters": 0.0})
+                                 {"warmup_lr_multiplier": 1.0, "warmup_num_iters": 0.0},
+                                 fixed_flags={"coalesce_grad": True})
 _FunctionalAdadelta = _functional("Adadelta", optim.Adadelta, ("lr", "rho", "eps", "weight_decay"),
                                   ("foreach", "maximize"))
 _FunctionalRMSprop = _functional("RMSprop", optim.RMSprop, ("lr", "alpha", "eps", "weight_decay", "momentum"),
