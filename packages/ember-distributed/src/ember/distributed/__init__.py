@@ -35,6 +35,7 @@ from ._store import FileStore, HashStore, PrefixStore, Store, TCPStore  # noqa: 
 from ._version import __version__  # noqa: F401
 from .collectives import *  # noqa: F403
 from .collectives import _make_nccl_premul_sum  # noqa: F401
+from .device_mesh import DeviceMesh, init_device_mesh  # noqa: F401
 from .distributed_c10d import (  # noqa: F401
     Backend,
     BackendConfig,
