@@ -124,18 +124,24 @@ def full(size, fill_value, *, out=None, dtype=None, layout=None, device=None, re
 @factory("zeros_like")
 def zeros_like(input, *, dtype=None, layout=None, device=None, requires_grad=False, memory_format=None):
     """Zeros with the shape (and by default dtype and device) of ``input``."""
+    if type(input) is not Tensor and hasattr(input, "_batched_like"):  # (inside ember.func.vmap)
+        return input._batched_like(zeros_like, dtype=dtype, layout=layout, device=device, requires_grad=requires_grad)
     return zeros(input.shape, **_like_kw(input, dtype, device, requires_grad))
 
 
 @factory("ones_like")
 def ones_like(input, *, dtype=None, layout=None, device=None, requires_grad=False, memory_format=None):
     """Ones with the shape (and by default dtype and device) of ``input``."""
+    if type(input) is not Tensor and hasattr(input, "_batched_like"):  # (inside ember.func.vmap)
+        return input._batched_like(ones_like, dtype=dtype, layout=layout, device=device, requires_grad=requires_grad)
     return ones(input.shape, **_like_kw(input, dtype, device, requires_grad))
 
 
 @factory("empty_like")
 def empty_like(input, *, dtype=None, layout=None, device=None, requires_grad=False, memory_format=None):
     """An uninitialised tensor with the shape (and by default dtype and device) of ``input``."""
+    if type(input) is not Tensor and hasattr(input, "_batched_like"):  # (inside ember.func.vmap)
+        return input._batched_like(empty_like, dtype=dtype, layout=layout, device=device, requires_grad=requires_grad)
     if input.is_quantized and dtype is None:  # (a quantized tensor of the same parameters)
         from ._quantized import empty_like_quantized
         return empty_like_quantized(input)
@@ -146,6 +152,9 @@ def empty_like(input, *, dtype=None, layout=None, device=None, requires_grad=Fal
 def full_like(input, fill_value, *, dtype=None, layout=None, device=None, requires_grad=False,
               memory_format=None):
     """``fill_value`` in the shape (and by default dtype and device) of ``input``."""
+    if type(input) is not Tensor and hasattr(input, "_batched_like"):  # (inside ember.func.vmap)
+        return input._batched_like(full_like, fill_value, dtype=dtype, layout=layout, device=device,
+                                   requires_grad=requires_grad)
     return full(input.shape, fill_value, **_like_kw(input, dtype, device, requires_grad))
 
 

@@ -428,6 +428,9 @@ def randn(*shape, size=None, generator=None, out=None, dtype=None, layout=None, 
 def rand_like(input, *, generator=None, dtype=None, layout=None, device=None, requires_grad=False,
               memory_format=None):
     """``rand`` with the shape (and by default dtype and device) of ``input``."""
+    if type(input) is not Tensor and hasattr(input, "_batched_like"):  # (inside ember.func.vmap)
+        return input._batched_like(rand_like, generator=generator, dtype=dtype, layout=layout, device=device,
+                                   requires_grad=requires_grad, random=True)
     draw = _floating("check_uniform_bounds", lambda g, shape, d, axes: _uniform(g, shape, d, axes=axes), True)
     return _like(input, generator, dtype, device, requires_grad, draw)
 
@@ -436,6 +439,9 @@ def rand_like(input, *, generator=None, dtype=None, layout=None, device=None, re
 def randn_like(input, *, generator=None, dtype=None, layout=None, device=None, requires_grad=False,
                memory_format=None):
     """``randn`` with the shape (and by default dtype and device) of ``input``."""
+    if type(input) is not Tensor and hasattr(input, "_batched_like"):  # (inside ember.func.vmap)
+        return input._batched_like(randn_like, generator=generator, dtype=dtype, layout=layout, device=device,
+                                   requires_grad=requires_grad, random=True)
     draw = _floating("normal_kernel_cpu",
                      lambda g, shape, d, axes: _normal(g, shape, d, axes=axes, contiguous=axes is None))
     return _like(input, generator, dtype, device, requires_grad, draw)

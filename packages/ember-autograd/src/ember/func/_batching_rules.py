@@ -9,6 +9,8 @@ of those meets its own rule). Ops with no rule here fall back to a loop over the
 import inspect
 import math
 
+import numpy as np
+
 import ember
 from ember._registry import REGISTRY
 from ember._tensor import Tensor, _wrap_dim
@@ -91,6 +93,11 @@ def broadcast(call, call_next):
     levels = _union(tensors)
     rank = max(lrank(t) for t in tensors)
     if call.mode == "inplace" and levels_of(call.args[0]) != levels:
+        target = call.args[0]
+        if not _batched(target):  # (PyTorch's words: the batch dims make the result larger than the target)
+            shape = np.broadcast_shapes(*[lshape(t) for t in tensors])
+            raise RuntimeError(f"output with shape {list(lshape(target))} doesn't match the broadcast shape "
+                               f"{[*_sizes(levels), *shape]}")
         raise RuntimeError(_inplace_error(call.op))
     with physical():
         def fix(a):
@@ -105,8 +112,8 @@ def broadcast(call, call_next):
     return r if call.mode == "inplace" else _mark(r, levels)
 
 
-_register("where clamp clip clamp_min clamp_max complex polar masked_fill isclose copy_ _gelu_backward "
-          "_silu_backward _softplus_backward", broadcast)
+_register("broadcast_tensors where clamp clip clamp_min clamp_max complex polar masked_fill isclose copy_ "
+          "_gelu_backward _silu_backward _softplus_backward", broadcast)
 
 
 def transparent(call, call_next):

@@ -97,6 +97,19 @@ class BatchedTensor(Tensor):
     def data(self):
         return as_batched(Tensor._wrap(self._data)._view_of(self), self._levels)
 
+    def _batched_like(self, fn, *args, random=False, **kwargs):
+        """``fn`` (a ``*_like`` factory) for this tensor: batched like it (ember-core's factories call this)."""
+        if random:
+            mode = STATE.randomness[STATE.levels[-1]] if STATE.levels else "different"
+            if mode == "error":
+                raise RuntimeError(RANDOM_ERROR)
+            if mode == "same":
+                import ember
+                return fn(ember.empty(self.shape, dtype=self.dtype, device=self.device), *args, **kwargs)
+        with physical():
+            r = fn(Tensor._wrap(self._data), *args, **kwargs)
+        return as_batched(r, self._levels)
+
     item = _logical_only("item")
     tolist = _logical_only("tolist")
     numpy = _logical_only("numpy")
