@@ -7,7 +7,9 @@ __path__ = pkgutil.extend_path(__path__, __name__)
 from ember._extensions import lazy_submodule
 
 from ._breakpoint import breakpoint  # noqa: F401
+from ._comm_name import record_comm  # noqa: F401
 from ._errors import DistBackendError, DistError, DistNetworkError, DistStoreError, QueueEmptyError  # noqa: F401
+from ._logger import Logger  # noqa: F401
 from ._process_group_ops import (  # noqa: F401
     AllgatherOptions,
     AllreduceCoalescedOptions,
@@ -31,6 +33,7 @@ from ._reducer import (  # noqa: F401
     _register_comm_hook,
     _verify_params_across_processes,
 )
+from ._shrink import shrink_group  # noqa: F401
 from ._store import FileStore, HashStore, PrefixStore, Store, TCPStore  # noqa: F401
 from ._version import __version__  # noqa: F401
 from .collectives import *  # noqa: F403
