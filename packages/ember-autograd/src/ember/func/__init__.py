@@ -78,7 +78,7 @@ def _alias(t):
     one."""
     if t.requires_grad:
         return t.view_as(t)
-    if t._ext is not None and "tangent" in t._ext:
+    if _has_tangent(t):
         return t.view_as(t).requires_grad_()
     return t.detach().requires_grad_()
 
@@ -101,7 +101,13 @@ def _fresh(g, levels):
 
 
 def _keep_graph(tensors):
-    return ember.is_grad_enabled() and (_DEPTH.value > 0 or any(t.requires_grad for t in tensors))
+    """Whether gradients must stay differentiable: inside another transform, for inputs that require grad, or for
+    inputs carrying forward-mode tangents (the backward pass then propagates them: forward-over-reverse)."""
+    return ember.is_grad_enabled() and (_DEPTH.value > 0 or any(t.requires_grad or _has_tangent(t) for t in tensors))
+
+
+def _has_tangent(t):
+    return t._ext is not None and "tangent" in t._ext
 
 
 def _gradients(outputs, inputs, cotangents, create_graph, retain_graph):
@@ -220,7 +226,8 @@ def vjp(func, *primals, has_aux=False):
             # cotangents batched by a vmap entered after the forward pass (``vmap(vjp_fn)``): the graph has no
             # batch dims for them, so the function runs again, batched at every level now active
             return vjp(func, *given, has_aux=has_aux)[1](cotangents)
-        keep = ember.is_grad_enabled() and (nested or any(t.requires_grad for t in originals + flat))
+        keep = ember.is_grad_enabled() and (nested or any(t.requires_grad or _has_tangent(t)
+                                                           for t in originals + flat))
         pairs = [(o, c) for o, c in zip(outputs, flat) if o.requires_grad]
         if pairs:
             grads = iter(_gradients([o for o, _ in pairs], inputs, [c for _, c in pairs], keep, True))
@@ -265,6 +272,9 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
 
         values = _map(lambda t: unpack(t)[0], output)
         tangent_out = _map(lambda t: unpack(t)[1], output)
+    # (a transform inside may have kept a graph for the tangents' sake: a top-level call returns plain tensors)
+    keep = ember.is_grad_enabled() and (_DEPTH.value > 0 or any(t.requires_grad for t in flat_p + flat_t))
+    values, tangent_out = _release(values, keep), _release(tangent_out, keep)
     return (values, tangent_out, aux) if has_aux else (values, tangent_out)
 
 
