@@ -7,6 +7,7 @@ so ``optim.param_groups`` and the state layout of each rank are those torch's Ze
 """
 import copy
 import itertools
+import logging
 
 import ember
 import ember.distributed as dist
@@ -17,6 +18,8 @@ from ember.distributed.algorithms.join import Join, Joinable, JoinHook
 from .utils import functional_optim_map
 
 __all__ = ["ZeroRedundancyOptimizer"]
+
+logger = logging.getLogger(__name__)
 
 
 def _to_cpu(value):
@@ -276,6 +279,8 @@ class ZeroRedundancyOptimizer(_optim.Optimizer, Joinable):
         Join.notify_join_context(self)
         mask = self._get_is_trainable_mask()
         if mask != self._is_trainable_mask:  # parameters were frozen or unfrozen: the buckets change
+            logger.warning("ZeroRedundancyOptimizer detected that the trainable parameters changed; rebuilding the "
+                           "parameter buckets if enabled")
             self._build_param_buckets()
             self._is_trainable_mask = mask
         self._sync_param_groups(self.param_groups, self.optim.param_groups)
