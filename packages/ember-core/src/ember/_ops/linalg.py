@@ -54,7 +54,11 @@ def _check_matmul(a, b):
 
 
 def _mm(xp, a, b):
-    """xp.matmul, half precision computed in float32 and left there (callers round once at the end)."""
+    """xp.matmul, half precision computed in float32 and left there (callers round once at the end). Products over
+    an inner dim of one (batches of outer products, as per-example weight gradients are) multiply with broadcasting:
+    the same values, where NumPy's matmul takes a loop without BLAS, three times slower."""
+    if a.ndim > 2 and b.ndim > 1 and a.shape[-1] == 1 and b.shape[-2] == 1:
+        return upcast(a) * upcast(b) if xp is np else a * b
     return xp.matmul(upcast(a), upcast(b)) if xp is np else xp.matmul(a, b)
 
 
