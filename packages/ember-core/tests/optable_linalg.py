@@ -248,19 +248,21 @@ def vecdots(dtype, rng):
 LINES = [
     Line("matmul", fn("matmul"), matmuls, dtypes=FLOATS + ("int64",)),
     Line("mm", fn("mm"), lambda d, r: matmuls(d, r)[:1] + bmms(d, r)[2:3] + matmuls(d, r)[6:7] + matmuls(d, r)[-3:],
-         dtypes=PRODUCTS),
-    Line("bmm", fn("bmm"), bmms, dtypes=PRODUCTS),
+         dtypes=PRODUCTS, exempt={"out_dtype": "PyTorch 2.13 has no CPU kernel for it"}),
+    Line("bmm", fn("bmm"), bmms, dtypes=PRODUCTS, exempt={"out_dtype": "PyTorch 2.13 has no CPU kernel for it"}),
     Line("mv", fn("mv"), mvs, dtypes=PRODUCTS),
     Line("dot", fn("dot"), dots, dtypes=PRODUCTS),
     Line("vdot", fn("vdot"), dots, dtypes=PRODUCTS),
     Line("inner", fn("inner"), inners, dtypes=NUMERIC),
     Line("outer", fn("outer"), outers, dtypes=PRODUCTS),
     Line("ger", fn("ger"), outers, dtypes=PRODUCTS),
-    Line("addmm", fn("addmm"), scaled(addmms), dtypes=NUMERIC),
+    Line("addmm", fn("addmm"), scaled(addmms), dtypes=NUMERIC,
+         exempt={"out_dtype": "PyTorch 2.13 has no CPU kernel for it"}),
     # positive values: PyTorch rounds after each batch item in half precision, ember once
     Line("addbmm", fn("addbmm"), scaled(lambda d, r: [((values(d, (3, 5), r),) + tuple(map(np.abs, a[1:])), k)
                                                       for a, k in baddbmms(d, r)]), dtypes=NUMERIC),
-    Line("baddbmm", fn("baddbmm"), scaled(baddbmms), dtypes=NUMERIC),
+    Line("baddbmm", fn("baddbmm"), scaled(baddbmms), dtypes=NUMERIC,
+         exempt={"out_dtype": "PyTorch 2.13 has no CPU kernel for it"}),
     Line("addmv", fn("addmv"), scaled(addmvs), dtypes=NUMERIC),
     Line("addr", fn("addr"), scaled(addrs), dtypes=NUMERIC + ("bool",)),
     Line("einsum", fn("einsum"), einsums, dtypes=NUMERIC),
@@ -494,7 +496,8 @@ LINES += [
     Line("linalg_eigvals", la("eigvals"), lambda d, r: [((spd(3),), {})] + eigs(d, r)[2:], dtypes=LA),
     Line("linalg_pinv", la("pinv"), pinvs, dtypes=LA),
     Line("pinverse", fn("pinverse"), lambda d, r: rects(d, r) + [((SINGULAR, 0.5), {})], dtypes=LA),
-    Line("linalg_lstsq", la("lstsq"), lstsqs, dtypes=LA),
+    Line("linalg_lstsq", la("lstsq"), lstsqs, dtypes=LA,
+         exempt={"rcond": "not matched yet: ember's default driver ignores rcond (found by issue 22's check)"}),
     Line("linalg_matrix_rank", la("matrix_rank"), ranks, dtypes=LA),
     Line("linalg_lu_factor", la("lu_factor"), lu_factors, dtypes=LA),
     Line("linalg_lu_factor_ex", la("lu_factor_ex"), lu_factors, dtypes=LA),
@@ -505,7 +508,8 @@ LINES += [
     Line("linalg_lu_solve", la("lu_solve"), lu_solves, dtypes=F64),
     Line("lu_solve", fn("lu_solve"), lambda d, r: [((a[2],) + a[:2], k) for a, k in lu_solves(d, r)[:1]], dtypes=F64),
     Line("linalg_tensorinv", la("tensorinv"), tensorinvs, dtypes=LA),
-    Line("linalg_tensorsolve", la("tensorsolve"), tensorsolves, dtypes=F64),
+    Line("linalg_tensorsolve", la("tensorsolve"), tensorsolves, dtypes=F64,
+         exempt={"dims": "its samples raise in PyTorch too (a dims sample that computes is still to be made)"}),
 ]
 
 
@@ -607,7 +611,8 @@ LINES += [
     Line("vander", nograd(fn("vander")), vanders, dtypes=ALL),
     Line("linalg_vander", la("vander"), linalg_vanders, dtypes=ALL),
     Line("matmul", la("matmul"), matmuls, dtypes=F64, grad=False),
-    Line("cond", nograd(la("cond")), conds, dtypes=LA),
+    Line("cond", nograd(la("cond")), conds, dtypes=LA,
+         exempt={"out": "the line's call does not pass keywords on (nograd): out= is not tried"}),
 ]
 
 

@@ -219,7 +219,8 @@ LINES += [
     Line("H", lambda m, x: x.H, adjoints, dtypes=("float64",)),
     Line("mH", lambda m, x: x.mH, adjoints, dtypes=("float64",)),
     Line("histogramdd", fn("histogramdd"), histdds, dtypes=("float32", "float64", "int64")),
-    Line("binomial", _binomial_shape, _binomials, dtypes=("float32", "float64")),
+    Line("binomial", _binomial_shape, _binomials, dtypes=("float32", "float64"),
+         exempt={"out": "the line compares a summary of random draws; out= of a random op is not compared"}),
 ]
 
 
@@ -259,7 +260,8 @@ def istfts(dtype, rng):
 
 LINES += [
     Line("stft", fn("stft"), stfts, dtypes=F64 + ("float16",)),
-    Line("istft", fn("istft"), istfts, dtypes=F64),
+    Line("istft", fn("istft"), istfts, dtypes=F64,
+         exempt={"center": "its center=False samples fail PyTorch's window overlap check", "win_length": "as center"}),
 ]
 
 
@@ -422,7 +424,9 @@ LINES += [
     Line("rnn_relu_cell", fn("rnn_relu_cell"), cells(1), dtypes=FLOATS),
     Line("gru_cell", fn("gru_cell"), cells(3), dtypes=FLOATS),
     Line("lstm_cell", fn("lstm_cell"), cells(4, pair=True), dtypes=FLOATS),
-    Line("_softmax_nll", softmax_nll_call, softmax_nlls, dtypes=NUM),
+    Line("_softmax_nll", softmax_nll_call, softmax_nlls, dtypes=NUM,
+         exempt={"label_smoothing":
+                 "ember's fused op has none: cross_entropy with label smoothing takes ember-nn's path"}),
     Line("_lstm_layer", lstm_layer_call, lstm_layers, dtypes=FLOATS),
     Line("_lstm_layer_backward", lstm_backward_call, lstm_backwards, dtypes=F64),
     Line("bilinear", fn("bilinear"), bilinears, dtypes=FLOATS),

@@ -41,7 +41,8 @@ def _alpha_rule(name):
                                "trying to invert a mask, use the `~` or `logical_not()` operator instead.")
         if p.category < 2 and isinstance(alpha, float):
             raise RuntimeError("For integral input tensors, argument alpha must not be a floating point number.")
-        if p is D.bool and alpha not in (0, 1) and not isinstance(alpha, bool):
+        if p is D.bool and alpha not in (0, 1) and not isinstance(alpha, bool) or (
+                isinstance(alpha, bool) and p is not D.bool):
             raise RuntimeError("Boolean alpha only supported for Boolean results.")
         return compute_dtype(p), p
     rule.__name__ = f"{name}_rule"

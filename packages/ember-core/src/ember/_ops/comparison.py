@@ -231,4 +231,7 @@ def allclose(xp, input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
 def isclose(xp, input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
     """Elementwise ``|input - other| <= atol + rtol * |other|``."""
     _check_close_args("isclose", input, other)
+    if rtol < 0 or atol < 0:
+        raise RuntimeError(f"{'rtol' if rtol < 0 else 'atol'} must be greater than or equal to zero, but got "
+                           f"{rtol if rtol < 0 else atol}")
     return xp.isclose(input, other, rtol=rtol, atol=atol, equal_nan=equal_nan)

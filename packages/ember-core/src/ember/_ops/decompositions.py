@@ -692,6 +692,13 @@ def ormqr(xp, input, input2, input3, left=True, transpose=False):
 
 
 # ---- SVD --------------------------------------------------------------------------------------
+def _check_driver(driver):
+    """PyTorch's error: ``driver=`` picks a cuSOLVER routine, which the CPU has not (ember's CUDA path neither)."""
+    if driver is not None:
+        raise RuntimeError("torch.linalg.svd: keyword argument `driver=` is only supported on CUDA inputs with "
+                           "cuSOLVER backend.")
+
+
 def _svd(xp, a, full):
     _check("linalg.svd", a, "linalg_svd_cpu", square=False)
     if a.size == 0:
@@ -709,6 +716,7 @@ def _svd(xp, a, full):
 @lop("linalg_svd", function=False, method=False, returns=("U", "S", "Vh"))
 def linalg_svd(xp, A, full_matrices=True, *, driver=None):
     """Singular value decomposition A = U diag(S) Vh, singular values descending."""
+    _check_driver(driver)
     return _svd(xp, A, full_matrices)
 
 
@@ -727,6 +735,7 @@ def svd(xp, input, some=True, compute_uv=True):
 @lop("linalg_svdvals", function=False, method=False)
 def linalg_svdvals(xp, A, *, driver=None):
     """Singular values, descending."""
+    _check_driver(driver)
     _check("linalg.svd", A, "linalg_svd_cpu", square=False)
     if A.size == 0:
         return xp.zeros(A.shape[:-2] + (builtins.min(A.shape[-2:]),), A.real.dtype)
@@ -1003,6 +1012,17 @@ def linalg_matrix_rank(xp, A, tol=None, hermitian=False, *, atol=None, rtol=None
 
 
 # ---- LU ---------------------------------------------------------------------------------------
+def _check_pivots(xp, name, info):
+    """PyTorch's error for a zero on U's diagonal (``info`` > 0)."""
+    bad = info.reshape(-1)
+    if bad.size and bool((bad > 0).any()):
+        i = int(xp.argmax(bad > 0))
+        k = int(bad[i]) - 1
+        raise RuntimeError(f"{name}: {_batch_prefix(info, i)}U[{k},{k}] is zero and using it on "
+                           "lu_solve would result in a division by zero. If you still want to perform the "
+                           "factorization, consider calling linalg.lu(A, pivot) or linalg.lu_factor_ex(A, pivot)")
+
+
 def _lu_check(name, a, pivot):
     _check(name, a, "lu_cpu", square=False, ints=True)
     if not pivot:
@@ -1014,13 +1034,7 @@ def linalg_lu_factor(xp, A, *, pivot=True):
     """Compact LU with partial pivoting (LAPACK's layout); raises when U has a zero on its diagonal."""
     _lu_check("torch.linalg.lu_factor", A, pivot)
     lu, piv, info = lu_factor_arrays(xp, A)
-    bad = info.reshape(-1)
-    if bad.size and bool((bad > 0).any()):
-        i = int(xp.argmax(bad > 0))
-        k = int(bad[i]) - 1
-        raise RuntimeError(f"torch.linalg.lu_factor: {_batch_prefix(info, i)}U[{k},{k}] is zero and using it on "
-                           "lu_solve would result in a division by zero. If you still want to perform the "
-                           "factorization, consider calling linalg.lu(A, pivot) or linalg.lu_factor_ex(A, pivot)")
+    _check_pivots(xp, "torch.linalg.lu_factor", info)
     return lu, piv
 
 
@@ -1028,7 +1042,10 @@ def linalg_lu_factor(xp, A, *, pivot=True):
 def linalg_lu_factor_ex(xp, A, *, pivot=True, check_errors=False):
     """``linalg.lu_factor`` reporting zero pivots in ``info``."""
     _lu_check("torch.linalg.lu_factor_ex", A, pivot)
-    return lu_factor_arrays(xp, A)
+    lu, piv, info = lu_factor_arrays(xp, A)
+    if check_errors:
+        _check_pivots(xp, "torch.linalg.lu_factor_ex", info)
+    return lu, piv, info
 
 
 def _permutation(xp, piv, m):

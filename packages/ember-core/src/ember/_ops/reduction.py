@@ -557,6 +557,8 @@ def _norm_input(name, x, dtype):
         raise RuntimeError(f"{name}: Expected a floating point or complex tensor as input. Got "
                            f"{TORCH_NAME[dtype_of(x)]}")
     if dtype is not None:
+        if dtype.category < 2:
+            raise RuntimeError(f"{name}: dtype should be floating point or complex, but got {TORCH_NAME[dtype]}")
         x = x.astype(D.storage(dtype), copy=False)
     return up(x), dtype_of(x).to_real()
 

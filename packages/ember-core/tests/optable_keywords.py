@@ -1,0 +1,190 @@
+"""Op table lines for keyword arguments the family lines leave at their defaults (``test_optable_coverage.py``
+finds them): a few samples per keyword, on a dtype or two (a keyword's handling does not depend on the dtype),
+with the errors PyTorch raises for its invalid values."""
+import numpy as np
+from optable import DT, Line, T, fn, meth, values
+from optable_linalg import SINGULAR, la, spd, wellcond
+from optable_pointwise import inplace
+
+F32 = ("float32",)
+F32_I64 = ("float32", "int64")
+
+
+def _v(dtype, rng):
+    return lambda *s: values(dtype, s, rng)  # noqa: E731
+
+
+def alphas(dtype, rng):
+    v = _v(dtype, rng)
+    a, b = v(3, 4), v(4)
+    return [((a, b), {"alpha": 2}), ((a, b), {"alpha": -3}), ((a, 2), {"alpha": 3}), ((a, b), {"alpha": 0.5}),
+            ((a, b), {"alpha": True})]
+
+
+def rounding_modes(dtype, rng):
+    v = _v(dtype, rng)
+    a, b = v(3, 4) * 3, np.abs(v(4)) + 1
+    return [((a, b), {"rounding_mode": "trunc"}), ((a, b), {"rounding_mode": "floor"}),
+            ((a, -b), {"rounding_mode": "floor"}), ((a, 2), {"rounding_mode": "trunc"}),
+            ((a, b), {"rounding_mode": None}), ((a, b), {"rounding_mode": "bogus"})]
+
+
+def closeness(dtype, rng):
+    v = _v(dtype, rng)
+    a = v(3, 4)
+    a[0, 0] = np.nan
+    b = a + 1e-3
+    return [((a, b), {"rtol": 1e-2}), ((a, b), {"atol": 1e-2, "rtol": 0.0}), ((a, a), {"equal_nan": True}),
+            ((a, b), {"rtol": -1.0}), ((a, b), {"atol": -1.0})]
+
+
+def isin_keywords(dtype, rng):
+    a, b = values(dtype, (3, 4), rng).round(), np.unique(values(dtype, (5,), rng).round())
+    return [((np.unique(a), b), {"assume_unique": True}), ((2, b), {}), ((1, b), {"invert": True})]
+
+
+def topk_unsorted(m, *a, **k):
+    """topk(sorted=False) with its values sorted (their order is unspecified)."""
+    values_, _ = m.topk(*a, sorted=False, **k)
+    return values_.sort().values
+
+
+def similarity_eps(dtype, rng):
+    v = _v(dtype, rng)
+    return [((v(4, 3), v(4, 3)), {"eps": 0.5}), ((v(4, 3), np.zeros((4, 3))), {"eps": 1e-3})]
+
+
+def triplet_eps(dtype, rng):
+    v = _v(dtype, rng)
+    return [((v(3, 4), v(3, 4), v(3, 4)), {"eps": 0.5}), ((v(3, 4), v(3, 4), v(3, 4)), {"eps": 0.5, "p": 1.0})]
+
+
+def diagonal_scatter_dims(dtype, rng):
+    v = _v(dtype, rng)
+    return [((v(2, 3, 4), v(2, 3), 1, 1, 2), {}), ((v(2, 3, 4), v(4, 2), 0, 2, 0), {}),
+            ((v(2, 3, 4), v(3, 3), 0, 1, 1), {})]
+
+
+def tensor_split_tensors(dtype, rng):
+    a = values(dtype, (7, 3), rng)
+    return [((a, T(np.array([1, 5]), "int64")), {}), ((a, T(np.array(3), "int64")), {}), ((a, T(np.array([2]),
+                                                                                              "int64"), 1), {})]
+
+
+def norm_keywords(dtype, rng):
+    a = values(dtype, (3, 4), rng)
+    return [((a,), {"dtype": DT("float64")}), ((a, 2, 1), {"keepdim": True}), ((a, "fro", (0, 1), True), {}),
+            ((a,), {"dtype": DT("int64")})]
+
+
+def matrix_norm_dtypes(dtype, rng):
+    a = values(dtype, (3, 4), rng)
+    return [((a,), {"dtype": DT("float64")}), ((a, "nuc"), {"dtype": DT("float64")}), ((a,), {"dtype": DT("int64")})]
+
+
+def old_norm_dtypes(dtype, rng):
+    a = values(dtype, (3, 4), rng)
+    return [((a, 2, 1), {"dtype": DT("float64")}), ((a,), {"dtype": DT("float64")})]
+
+
+def check_errors(square):
+    def samples(dtype, rng):
+        return [((SINGULAR if not square else -np.eye(3),), {"check_errors": True}), ((wellcond(3),) if not square
+                                                                                      else (spd(3),),
+                                                                                      {"check_errors": True})]
+    return samples
+
+
+def solve_ex_errors(dtype, rng):
+    return [((SINGULAR, values(dtype, (3,), rng)), {"check_errors": True}),
+            ((wellcond(3), values(dtype, (3,), rng)), {"check_errors": True})]
+
+
+def cholesky_ex_upper(dtype, rng):
+    return [((spd(3),), {"upper": True}), ((spd(3, 2, rng=rng),), {"upper": True})]
+
+
+def pivots(dtype, rng):
+    return [((wellcond(3),), {"pivot": True}), ((wellcond(3),), {"pivot": False})]
+
+
+def rconds(dtype, rng):
+    return [((SINGULAR,), {"rcond": 0.5}), ((values(dtype, (4, 3), rng),), {"rcond": 1e-3})]
+
+
+def rank_rtols(dtype, rng):
+    return [((SINGULAR,), {"rtol": 0.5}), ((SINGULAR,), {"rtol": 1e-9, "atol": 0.0})]
+
+
+def drivers(dtype, rng):
+    return [((values(dtype, (4, 3), rng),), {"driver": "gesvd"}), ((values(dtype, (4, 3), rng),), {"driver": None})]
+
+
+def tensorsolve_dims(dtype, rng):
+    a = wellcond(6).reshape(6, 2, 3)
+    return [((np.moveaxis(a, 0, 2).copy(), values(dtype, (2, 3), rng)), {"dims": (0,)})]
+
+
+def lu_unpack_pivots(dtype, rng):
+    import torch
+    lu_, piv = torch.linalg.lu_factor(torch.from_numpy(values("float64", (4, 3), rng)))
+    return [((lu_.numpy(), T(piv.numpy(), "int32")), {"unpack_pivots": False}),
+            ((lu_.numpy(), T(piv.numpy(), "int32")), {"unpack_data": False, "unpack_pivots": False})]
+
+
+def uniques_unsorted(dtype, rng):
+    a = values(dtype, (4, 3), rng).round()
+    return [((a,), {"sorted": True, "return_inverse": True}), ((a,), {"sorted": False, "return_counts": True})]
+
+
+def lus(dtype, rng):
+    return [((wellcond(3),), {"pivot": True}), ((wellcond(3), False), {})]
+
+
+def dtype_views(dtype, rng):
+    v = _v(dtype, rng)
+    return [((v(2, 4), DT("int32")), {}), ((v(2, 4), DT("float64")), {}), ((v(2, 4), DT("int16")), {})]
+
+
+LINES = [
+    Line("add", fn("add"), alphas, dtypes=F32_I64), Line("sub", fn("sub"), alphas, dtypes=F32_I64),
+    Line("subtract", fn("subtract"), alphas, dtypes=F32), Line("add_", inplace("add"), alphas, dtypes=F32),
+    Line("div", fn("div"), rounding_modes, dtypes=F32_I64), Line("divide", fn("divide"), rounding_modes, dtypes=F32),
+    Line("divide_", inplace("divide"), rounding_modes, dtypes=F32_I64),
+    Line("isclose", fn("isclose"), closeness, dtypes=F32),
+    Line("isin", fn("isin"), isin_keywords, dtypes=F32_I64),
+    Line("topk", topk_unsorted, lambda d, r: [((values(d, (3, 6), r), 2), {}), ((values(d, (3, 6), r), 3, 0), {})],
+         dtypes=F32_I64),
+    Line("cosine_similarity", fn("cosine_similarity"), similarity_eps, dtypes=F32),
+    Line("triplet_margin_loss", fn("triplet_margin_loss"), triplet_eps, dtypes=F32),
+    Line("diagonal_scatter", fn("diagonal_scatter"), diagonal_scatter_dims, dtypes=F32),
+    Line("tensor_split", fn("tensor_split"), tensor_split_tensors, dtypes=F32),
+    Line("linalg_norm", la("norm"), norm_keywords, dtypes=F32, grad=False),
+    Line("linalg_matrix_norm", la("matrix_norm"), matrix_norm_dtypes, dtypes=F32, grad=False),
+    Line("norm", fn("norm"), old_norm_dtypes, dtypes=F32, grad=False),
+    Line("linalg_inv_ex", la("inv_ex"), check_errors(False), dtypes=F32, grad=False),
+    Line("linalg_cholesky_ex", la("cholesky_ex"), check_errors(True), dtypes=F32, grad=False),
+    Line("linalg_cholesky_ex", la("cholesky_ex"), cholesky_ex_upper, dtypes=F32, grad=False),
+    Line("linalg_solve_ex", la("solve_ex"), solve_ex_errors, dtypes=F32, grad=False),
+    Line("linalg_lu", la("lu"), pivots, dtypes=F32, grad=False,
+         exempt={"pivot": "non-default values only raise on the CPU (sampled here)"}),
+    Line("linalg_lu_factor", la("lu_factor"), pivots, dtypes=F32, grad=False,
+         exempt={"pivot": "non-default values only raise on the CPU (sampled here)"}),
+    Line("linalg_lu_factor_ex", la("lu_factor_ex"), pivots, dtypes=F32, grad=False,
+         exempt={"pivot": "non-default values only raise on the CPU (sampled here)"}),
+    Line("linalg_lu_factor_ex", la("lu_factor_ex"), check_errors(False), dtypes=F32, grad=False),
+    Line("linalg_pinv", la("pinv"), rconds, dtypes=F32, grad=False),
+    Line("linalg_matrix_rank", la("matrix_rank"), rank_rtols, dtypes=F32, grad=False),
+    Line("linalg_svd", la("svd"), drivers, dtypes=F32, grad=False, values=False,
+         exempt={"driver": "non-default values only raise on the CPU (sampled here)"}),
+    Line("linalg_svdvals", la("svdvals"), drivers, dtypes=F32, grad=False,
+         exempt={"driver": "non-default values only raise on the CPU (sampled here)"}),
+    Line("linalg_tensorsolve", la("tensorsolve"), tensorsolve_dims, dtypes=F32, grad=False),
+    Line("lu_unpack", fn("lu_unpack"), lu_unpack_pivots, dtypes=F32, grad=False),
+    Line("unique", meth("unique"), uniques_unsorted, dtypes=F32_I64, grad=False),
+    Line("lu", meth("lu"), lus, dtypes=F32, grad=False,
+         exempt={"pivot": "non-default values only raise on the CPU (sampled here)"}),
+    Line("view", meth("view"), dtype_views, dtypes=F32, grad=False,
+         exempt={"dtype":
+                 "view(dtype) is sampled here, as the overload view.dtype, which the check binds as view(size)"}),
+]
