@@ -121,8 +121,14 @@ def _mesh_1d(rank, world, libname):
     # global rank, while the coordinate is the position in the grid
     rev = dm.DeviceMesh("cpu", [1, 0])
     out["reversed"] = (repr(rev), rev.get_local_rank(), rev.get_coordinate(), rev.get_group() is dist.group.WORLD)
-    out["errors"] = [_outcome(f) for f in (lambda: dm.init_device_mesh("cpu", (3,)), lambda: m.get_group("tp"),
-                                           lambda: m[("dp", "dp")])]
+    # a backend override makes a group of its own even along a dimension spanning the world
+    own = dm.init_device_mesh("cpu", (2,), mesh_dim_names=("dp",), backend_override={"dp": "gloo"})
+    group = own.get_group()
+    out["override"] = (group is dist.group.WORLD, group.group_name, group.group_desc, _summed(lib, dist, rank, group))
+    out["errors"] = [_outcome(f) for f in (
+        lambda: dm.init_device_mesh("cpu", (3,)), lambda: m.get_group("tp"), lambda: m[("dp", "dp")],
+        lambda: dm.init_device_mesh("cpu", (2,), mesh_dim_names=("dp",), backend_override={"x": "gloo"}),
+        lambda: dm.init_device_mesh("cpu", (2,), mesh_dim_names=("dp",), backend_override={0: "gloo", "dp": "gloo"}))]
     return out
 
 
