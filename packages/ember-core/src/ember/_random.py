@@ -374,10 +374,18 @@ def _int_range(frm, to, dtype):
 
 
 # ---- creation functions -----------------------------------------------------------------------
+# set by ember.func.vmap while a vmap runs: ``hook(shape) -> (shape to draw, finish(tensor) or None)``, so that its
+# randomness setting decides what a random factory inside it draws
+VMAP_DRAW = [None]
+
+
 def _create(size, generator, out, dtype, device, requires_grad, draw):
     """A new tensor (or ``out``) of shape ``size`` filled by ``draw(generator, shape, dtype)``."""
     shape = size_args(size)
     _check_sizes(shape)
+    finish = None
+    if VMAP_DRAW[0] is not None and out is None:
+        shape, finish = VMAP_DRAW[0](shape)
     if out is not None:
         dtype, device = dtype or out.dtype, device or out.device
     dtype = dtype or D.get_default_dtype()
@@ -386,6 +394,8 @@ def _create(size, generator, out, dtype, device, requires_grad, draw):
         dev = _device.device("cuda", _cuda_index(dev))
     arr = draw(_generator_for(generator, dev), shape, dtype)
     arr = arr.astype(D.storage(dtype), copy=False)
+    if finish is not None:
+        return finish(_place(arr, dev, requires_grad))
     return write_out(out, arr) if out is not None else _place(arr, dev, requires_grad)
 
 

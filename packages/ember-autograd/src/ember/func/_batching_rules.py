@@ -138,13 +138,15 @@ def dims(*names, none=None, plus=0, empty_is_none=False):
     input's logical rank + ``plus``. ``none``: what a dim of None means: "all" (a tuple of every logical dim) or
     "flat" (the logical dims flattened into one, reduced along it)."""
     def rule(call, call_next):
+        op = call.op
+        bound = _bind(op, call.args, call.kwargs)
+        if any(isinstance(_arg(bound, name), Tensor) for name in names):  # max(input, other): elementwise
+            return broadcast(call, call_next)
         if not _only_first(call):
             return fallback(call, call_next)
-        op = call.op
         x = call.args[0]
         levels = x._levels
         k, rank = len(levels), lrank(x)
-        bound = _bind(op, call.args, call.kwargs)
         flat = False
         for name in names:
             d = _arg(bound, name)

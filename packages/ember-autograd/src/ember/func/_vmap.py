@@ -17,7 +17,7 @@ import itertools
 import math
 import warnings
 
-from ember import _dispatch
+from ember import _dispatch, _random
 from ember._tensor import Tensor, _size, _wrap_dim
 
 __all__ = ["vmap"]
@@ -290,6 +290,7 @@ def _enter(size, randomness):
     if not STATE.levels:
         _dispatch.register_layer("vmap", 120, _layer)
         _dispatch.force_slow(True)
+        _random.VMAP_DRAW[0] = _draw
     STATE.levels.append(level)
     STATE.sizes[level] = size
     STATE.randomness[level] = randomness
@@ -302,6 +303,21 @@ def _exit(level):
     if not STATE.levels:
         _dispatch.unregister_layer("vmap")
         _dispatch.force_slow(False)
+        _random.VMAP_DRAW[0] = None
+
+
+def _draw(shape):
+    """What a random factory (``ember.rand(3)``) draws inside vmap: refused, one value per example (batched at every
+    level) or one value for all, by the innermost level's randomness."""
+    if STATE.physical:
+        return shape, None
+    mode = STATE.randomness[STATE.levels[-1]]
+    if mode == "error":
+        raise RuntimeError(RANDOM_ERROR)
+    if mode == "same":
+        return shape, None
+    levels = tuple(STATE.levels)
+    return (*[STATE.sizes[lv] for lv in levels], *shape), lambda t: as_batched(t, levels)
 
 
 def _move_in(t, dim, level):
