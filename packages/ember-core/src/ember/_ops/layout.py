@@ -382,13 +382,24 @@ def _atleast(n):
 
 
 def _atleast_vjp(ctx, *grads):
-    if len(ctx.args) == 1 and isinstance(ctx.args[0], (list, tuple)):
-        return ([g.reshape(t_.shape) for t_, g in zip(ctx.args[0], grads)],)
-    return tuple(g.reshape(t_.shape) if g is not None else None for t_, g in zip(ctx.args, grads))
+    grads = [g.reshape(t_.shape) if g is not None else None for t_, g in zip(_grid_inputs(ctx.args), grads)]
+    return (grads,) if len(ctx.args) == 1 and isinstance(ctx.args[0], (list, tuple)) else tuple(grads)
+
+
+def _grid_inputs(tensors):
+    return tensors[0] if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)) else tensors
+
+
+def _outputs_of_constant_inputs(args, kwargs):
+    """For ops whose i-th output is made from the i-th input alone: the outputs of inputs that do not require grad
+    carry none (PyTorch records a node per output)."""
+    return tuple(i for i, t in enumerate(_grid_inputs(args)) if not t.requires_grad)
 
 
 for _n in (1, 2, 3):
-    op(f"atleast_{_n}d", view=lambda call: len(call.tensors()) == 1)(_atleast(_n)).vjp(_atleast_vjp)
+    _op = op(f"atleast_{_n}d", view=lambda call: len(call.tensors()) == 1)(_atleast(_n))
+    _op.vjp(_atleast_vjp)
+    _op.constant_outputs = _outputs_of_constant_inputs
 
 
 @op("broadcast_tensors", view=lambda call: len(call.tensors()) == 1)
@@ -403,8 +414,7 @@ def _(ctx, *grads):
     return tuple(g.sum_to_size(t_.shape) if g is not None else None for t_, g in zip(ctx.args, grads))
 
 
-def _grid_inputs(tensors):
-    return tensors[0] if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)) else tensors
+broadcast_tensors.constant_outputs = _outputs_of_constant_inputs
 
 
 @op("meshgrid", view=lambda call: len(call.tensors()) == 1)
@@ -435,6 +445,9 @@ def _(ctx, *grads):
         others = tuple(k for k in range(n) if k != a)
         out.append(None if g is None else (g.sum(others) if others else g).reshape(t_.shape))
     return (out,) if tensors is not ctx.args else tuple(out)
+
+
+meshgrid.constant_outputs = _outputs_of_constant_inputs
 
 
 @op("cartesian_prod")
