@@ -130,6 +130,14 @@ def zero_job(rank, world, libname):
             model[4].weight.requires_grad_(False)
         _step(lib, model, opt, *_batch(lib, step, world))
     out["frozen later"] = _params(model)
+    # a learning-rate scheduler changes the wrapper's groups; the local optimizer steps with them
+    model = _model(lib)
+    opt = zero_cls(model.parameters(), lib.optim.SGD, lr=0.1)
+    sched = lib.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)
+    for step in range(STEPS):
+        _step(lib, model, opt, *_batch(lib, step, world))
+        sched.step()
+    out["scheduled"] = _params(model) + [np.array([g["lr"] for g in opt.optim.param_groups])]
     model, _, opt = _train(lib, zero_cls, rank, world, groups=True)
     out["two groups"] = _params(model)
     out["two groups partition"] = [[tuple(p.shape) for p in g["params"]] for g in opt.optim.param_groups]
@@ -181,7 +189,8 @@ def test_partition_matches_torch(results):
     assert results["ember"][0]["partition"] == [[(16, 12)]]
 
 
-@pytest.mark.parametrize("case", ["plain", "bucket view", "frozen later", "two groups", "continued", "twin", "join"])
+@pytest.mark.parametrize("case", ["plain", "bucket view", "frozen later", "scheduled", "two groups", "continued",
+                                  "twin", "join"])
 def test_training_matches_torch(results, case):
     for rank in range(2):
         _close(results["ember"][rank][case], results["torch"][rank][case], f"{case}, rank {rank}")
