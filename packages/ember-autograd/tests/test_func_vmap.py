@@ -95,6 +95,11 @@ CASES = [
     (lambda M, x, y: M.nn.functional.mse_loss(x, y), (0, None), [(3, 4, 5), (4, 5)]),
     (lambda M, x, y: M.nn.functional.binary_cross_entropy_with_logits(x, y), (0, 0), [(3, 4), (3, 4)]),
     (lambda M, x: M.zeros_like(x) + M.ones_like(x) * x, 0, [(3, 4)]),
+    (lambda M, x, w: M.nn.functional.batch_norm(x, None, None, w, training=True), (0, None), [(3, 2, 4, 5), (4,)]),
+    (lambda M, x, m, v: M.nn.functional.batch_norm(x, m, v.exp()), (0, 0, 0), [(3, 2, 4, 5), (3, 4), (3, 4)]),
+    (lambda M, x: M.nn.functional.group_norm(x, 2) + M.nn.functional.pad(x, (1, 1))[..., 1:-1], 0, [(3, 2, 4, 5)]),
+    (lambda M, x: M.nn.functional.interpolate(x, scale_factor=2), 0, [(3, 2, 4, 5)]),
+    (lambda M, x, y: M.nn.functional.cosine_similarity(x, y, dim=-1) + M.trace(x), (0, None), [(3, 4, 4), (4,)]),
 ]
 
 

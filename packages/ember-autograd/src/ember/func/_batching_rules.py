@@ -788,3 +788,110 @@ for _n in "uniform_ normal_ bernoulli_ random_ exponential_ geometric_ log_norma
 for _n in ("bernoulli multinomial poisson _normal_tensors binomial native_dropout _dropout_with_mask "
            "_alpha_dropout_with_mask _feature_dropout_with_mask _feature_alpha_dropout_with_mask").split():
     RANDOM[_n] = _random_op
+
+
+# ---- more shapes, products and norms ----
+RULES["constant_pad_nd"] = transparent  # (pads trailing dims only)
+_register("rot90", dims("dims"))
+
+
+def _decomposed(fn):
+    """A rule that is ``fn(*args, **kwargs)`` in other ops, run logically (each meets its own rule)."""
+    def rule(call, call_next):
+        return fn(*call.args, **call.kwargs)
+    return rule
+
+
+RULES["trace"] = _decomposed(lambda x: x.diagonal(0, -2, -1).sum(-1))
+RULES["vdot"] = _decomposed(lambda a, b: (a.conj() * b).sum())
+RULES["inner"] = _decomposed(lambda a, b: (a * b).sum(-1) if a.dim() and b.dim() else a * b)
+RULES["flipud"] = _decomposed(lambda x: x.flip(0))
+RULES["fliplr"] = _decomposed(lambda x: x.flip(1))
+RULES["ravel"] = _decomposed(lambda x: x.reshape(-1))
+RULES["tile"] = _decomposed(lambda x, dims: x.repeat(*((1,) * (x.dim() - len(dims)) + tuple(dims))))
+RULES["adjoint"] = _decomposed(lambda x: x.transpose(-2, -1).conj())
+
+
+def _broadcast_dim(*names):
+    """Ops on operands that broadcast, along ``names`` dims of the broadcast shape (cross, vecdot, cosine
+    similarity)."""
+    def rule(call, call_next):
+        tensors = call.tensors()
+        levels = _union(tensors)
+        rank = max(lrank(t) for t in tensors)
+        bound = _bind(call.op, call.args, call.kwargs)
+        with physical():
+            for name, v in list(bound.arguments.items()):
+                if _batched(v):
+                    bound.arguments[name] = align(v, levels, rank)
+        for name in names:
+            d = _arg(bound, name)
+            if d is None:
+                return fallback(call, call_next)
+            bound.arguments[name] = _shift(d, max(rank, 1), len(levels))
+        return _mark(run(call, call_next, bound.args, bound.kwargs), levels)
+    return rule
+
+
+_register("linalg_cross linalg_vecdot cosine_similarity", _broadcast_dim("dim"))
+RULES["pairwise_distance"] = broadcast  # (along the last dim)
+
+
+def _merge_first(call, call_next):
+    """Ops whose input has its own batch dim first (upsampling, group norm, instance norm): the batch dims of
+    vmap merge into it."""
+    if not _only_first(call):
+        return fallback(call, call_next)
+    x = call.args[0]
+    levels = x._levels
+    k = len(levels)
+    with physical():
+        sizes, n = list(x._data.shape[:k]), x._data.shape[k]
+        px = x.reshape(-1, *x._data.shape[k + 1:])
+    r = run(call, call_next, (px,) + tuple(call.args[1:]), call.kwargs)
+    with physical():
+        r = r.reshape(*sizes, n, *r._data.shape[1:])
+    return _mark(r, levels)
+
+
+_register("_upsample group_norm instance_norm channel_shuffle", _merge_first)
+
+_BN_ERROR = ("Batch norm got a batched tensor as input while the running_mean or running_var, which will be updated "
+             "in place, were not batched. If you are using functorch and are using the batch norm module, please use "
+             "replace_all_batch_norm_modules_ (ember.func) to stop batch norm from tracking running statistics.")
+
+
+def _batch_norm(call, call_next):
+    bound = _bind(call.op, call.args, call.kwargs)
+    x, w, b = _arg(bound, "input"), _arg(bound, "weight"), _arg(bound, "bias")
+    rm, rv, training, eps = _arg(bound, "running_mean"), _arg(bound, "running_var"), _arg(bound, "training"), \
+        _arg(bound, "eps")
+    shape = (-1,) + (1,) * (x.dim() - 2)  # a per-channel tensor against the input's dims after the batch dim
+    if not training:  # running statistics: elementwise
+        if rm is None or rv is None:
+            return fallback(call, call_next)
+        y = (x - rm.reshape(shape)) / (rv.reshape(shape) + eps).sqrt()
+    else:
+        if (rm is not None and not _batched(rm)) or (rv is not None and not _batched(rv)):
+            if _batched(x):
+                raise RuntimeError(_BN_ERROR)
+        if rm is not None or rv is not None or not _batched(x):
+            return fallback(call, call_next)
+        # batch statistics of each example: the examples' channels side by side in one normalisation
+        levels = x._levels
+        k = len(levels)
+        with physical():
+            sizes = list(x._data.shape[:k])
+            n, c = x._data.shape[k], x._data.shape[k + 1]
+            px = x.reshape(-1, n, *x._data.shape[k + 1:]).transpose(0, 1).reshape(n, -1, *x._data.shape[k + 2:])
+            bound.arguments.update(input=px, weight=None, bias=None)
+        r = run(call, call_next, bound.args, bound.kwargs)
+        with physical():
+            r = r.reshape(n, -1, c, *r._data.shape[2:]).transpose(0, 1).reshape(*sizes, n, c, *r._data.shape[2:])
+        y = _mark(r, levels)
+    if w is not None:
+        y = y * w.reshape(shape)
+    return y + b.reshape(shape) if b is not None else y
+
+
+RULES["batch_norm"] = _batch_norm
