@@ -295,11 +295,27 @@ def _normal_fill(s, n, dtype, mean, std):
     u = unit(s, 16 * k if dtype.itemsize == 2 else n)[:16 * k].reshape(k, 16)
     out = np.empty(n, u.dtype)
     blocks = out[:16 * k].reshape(k, 16)
-    for i in range(0, k, _ROWS):  # in pieces that stay in cache
-        blocks[i:i + _ROWS] = _fill16(u[i:i + _ROWS], mean, std)
+    if not _fill_compiled(u, mean, std, blocks):
+        for i in range(0, k, _ROWS):  # in pieces that stay in cache
+            blocks[i:i + _ROWS] = _fill16(u[i:i + _ROWS], mean, std)
     if n % 16:
         out[n - 16:] = _fill16(unit(s, 16).reshape(1, 16), mean, std).ravel()
     return out.astype(dtype, copy=False)
+
+
+def _fill_compiled(u, mean, std, out):
+    """``_fill16`` of float32 uniforms (AVX2 kernels) by ``ember._rngloops``' loop once it is ready (the same bits, a
+    single pass): False, with nothing done, when it is not."""
+    if u.dtype != _F32 or not AVX2 or not u.size:
+        return False
+    from . import _jit, _parallel
+    fn = _jit.loop("ember._rngloops", "normal_fill16", "(float32[::1], float32, float32, float32[::1])", u.size,
+                   exact=True)
+    if fn is None:
+        return False
+    mean, std = _F32(mean), _F32(std)
+    _parallel.loop(lambda a, o: fn(a, mean, std, o), u.reshape(-1), out=out.reshape(-1), minimum=_parallel.MIN_SIZE)
+    return True
 
 
 def normals(s, n, mean=0.0, std=1.0):
