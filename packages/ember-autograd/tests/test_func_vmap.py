@@ -336,7 +336,7 @@ def _per_sample_grads(M, mod, model, data, targets):
         batch = sample.unsqueeze(0)
         targets = target.unsqueeze(0)
         predictions = mod.functional_call(model, (params, buffers), (batch,))
-        return M.nn.functional.cross_entropy(predictions, targets)
+        return M.nn.functional.nll_loss(predictions, targets)  # (the model ends in log_softmax)
 
     ft_compute_grad = mod.grad(compute_loss)
     ft_compute_sample_grad = mod.vmap(ft_compute_grad, in_dims=(None, None, 0, 0))

@@ -58,7 +58,8 @@ def _picked(x, t, weight, ignore_index):
     C = x.shape[1]
     keep = t != ignore_index
     safe = ember.where(keep, t, 0)
-    if safe.numel() and not (int(safe.min()) >= 0 and int(safe.max()) < C):
+    # (bounds read from the array: inside ember.func.vmap that holds every example's targets)
+    if safe.numel() and not (int(safe._data.min()) >= 0 and int(safe._data.max()) < C):
         bad = (safe < 0) | (safe >= C)
         raise IndexError(f"Target {int(safe[bad][0])} is out of bounds.")
     w = (weight[safe] * keep).to(x.dtype) if weight is not None else keep.to(x.dtype)
