@@ -104,3 +104,31 @@ def test_jacrev_chunks_and_errors():
         F.jacrev(g, argnums=2)(ember.tensor(X), ember.tensor(Y))
     with pytest.raises(RuntimeError, match="tuple"):
         F.jacrev(f, has_aux=True)(ember.tensor(X))
+
+
+def _tutorial(M, mod):
+    """PyTorch's Jacobians-and-Hessians recipe."""
+    D = 6
+    rng = np.random.default_rng(2)
+    weight, bias = M.tensor(rng.standard_normal((D, D))), M.tensor(rng.standard_normal(D))
+    x, xs = M.tensor(rng.standard_normal(D)), M.tensor(rng.standard_normal((3, D)))
+
+    def predict(weight, bias, x):
+        return M.nn.functional.linear(x, weight, bias).tanh()
+
+    _, vjp_fn = mod.vjp(lambda x: predict(weight, bias, x), x)
+    return [mod.jacrev(predict, argnums=2)(weight, bias, x), mod.vmap(vjp_fn)(M.eye(D, dtype=x.dtype))[0],
+            mod.jacfwd(predict, argnums=2)(weight, bias, x), *mod.jacrev(predict, argnums=(0, 1))(weight, bias, x),
+            mod.hessian(predict, argnums=2)(weight, bias, x),
+            mod.jacfwd(mod.jacfwd(predict, argnums=2), argnums=2)(weight, bias, x),
+            mod.jacrev(mod.jacrev(predict, argnums=2), argnums=2)(weight, bias, x),
+            mod.vmap(mod.jacrev(predict, argnums=2), in_dims=(None, None, 0))(weight, bias, xs),
+            mod.jacrev(lambda w, b, x: predict(w, b, x).sum(0), argnums=2)(weight, bias, xs).movedim(1, 0),
+            mod.vmap(mod.hessian(predict, argnums=2), in_dims=(None, None, 0))(weight, bias, xs),
+            mod.jvp(mod.grad(lambda x: x.tanh().exp().sum()), (x,), (M.ones_like(x),))[1]]
+
+
+@pytest.mark.nn
+def test_jacobians_hessians_tutorial():
+    import ember.nn.functional  # noqa: F401
+    close(_tutorial(ember, F), _tutorial(torch, TF))

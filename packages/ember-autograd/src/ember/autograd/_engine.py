@@ -29,6 +29,11 @@ _seq = itertools.count()
 _MODE, _ANOMALY = grad_mode.MODE, anomaly_mode._STATE  # (thread-local states)
 
 
+# set by forward AD while a dual level is open: gives a call's output, rebuilt from its array for a VJP that reads
+# ctx.out, the tangent that array carried (forward-over-reverse differentiates such VJPs)
+OUT_TANGENT = [None]
+
+
 class _Task(threading.local):
     callbacks = None  # the final callbacks of this thread's innermost running backward (None outside backward)
 
@@ -327,6 +332,9 @@ class Node:
                 return outs[0] if self._single else tuple(outs)
         if _MODE.enabled:
             outs = [_output(data, version, self, i) for i, (data, version) in enumerate(self._outs)]
+            if OUT_TANGENT[0] is not None:  # (forward AD is open: the outputs keep their tangents)
+                for o in outs:
+                    OUT_TANGENT[0](o)
             return outs[0] if self._single else tuple(outs)
         if self._pout is None:
             outs = [Tensor._wrap(data) for data, _ in self._outs]

@@ -18,7 +18,7 @@ import ember
 from ember import _dispatch
 from ember._tensor import Tensor
 
-from . import grad_mode
+from . import _engine, grad_mode
 from ._engine import _fit, _meta
 from ._layer import _bind_tensor_kwargs
 
@@ -46,6 +46,7 @@ def enter_dual_level():
     _next_level[0] += 1
     _dispatch.register_layer("forward_ad", 150, _layer)
     _dispatch.force_slow(True)
+    _engine.OUT_TANGENT[0] = _out_tangent
     return _level[0]
 
 
@@ -55,6 +56,8 @@ def exit_dual_level(*, level=None):
         raise RuntimeError("Trying to exit a forward AD level that was not the last one entered.")
     _dispatch.unregister_layer("forward_ad")
     _dispatch.force_slow(False)
+    _engine.OUT_TANGENT[0] = None
+    _array_tangents.clear()
     for ref in _duals:
         t = ref()
         if t is not None and t._ext:
@@ -116,6 +119,17 @@ def _tangent(t):
 def _set_tangent(t, tangent):
     t._ext = {**(t._ext or {}), "tangent": tangent}
     _duals.append(weakref.ref(t))
+    _array_tangents[id(t._data)] = (t._data, tangent)
+
+
+_array_tangents = {}  # id(array) -> (array, tangent) of the tensors given a tangent at the active level
+
+
+def _out_tangent(t):
+    """Give ``t``, a call's output rebuilt from its array by the engine, the tangent that array carries."""
+    entry = _array_tangents.get(id(t._data))
+    if entry is not None and entry[0] is t._data and _tangent(t) is None:
+        _set_tangent(t, entry[1])
 
 
 @contextlib.contextmanager

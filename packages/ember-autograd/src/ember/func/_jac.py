@@ -133,6 +133,11 @@ def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
 
     @functools.wraps(func)
     def wrapper(*args):
+        from ember.autograd import forward_ad
+        if forward_ad._level[0] is not None:
+            # inside another forward-mode transform (jacfwd(jacfwd(f))): ember's forward AD has one level, so this
+            # Jacobian, the same matrix, comes from reverse mode (which the outer level differentiates)
+            return jacrev(func, argnums, has_aux=has_aux)(*args)
         nums = _argnums(argnums, args, "jacfwd")
         primals = tuple(args[n] for n in nums)
         f = _partial(func, args, nums)
