@@ -71,6 +71,7 @@ def _errors(lib, zero_cls):
     p = lib.nn.Parameter(lib.zeros(3))
     for name, make in {"empty": lambda: zero_cls([], lib.optim.SGD, lr=0.1),
                        "tensor": lambda: zero_cls(p, lib.optim.SGD, lr=0.1),
+                       "not iterable": lambda: zero_cls(5, lib.optim.SGD, lr=0.1),
                        "mixed dtypes": lambda: zero_cls([p, lib.nn.Parameter(lib.zeros(3, dtype=lib.float64))],
                                                         lib.optim.SGD, lr=0.1),
                        "group without params": lambda: zero_cls([{"lr": 0.1}], lib.optim.SGD, lr=0.1)}.items():

@@ -104,8 +104,9 @@ class ZeroRedundancyOptimizer(_optim.Optimizer, Joinable):
         try:
             all_params = list(params)
         except TypeError as e:
-            raise TypeError("`params` argument should be an iterable of Tensors or dicts, but got "
-                            f"{type(params).__module__}.{type(params).__qualname__}") from e
+            kind = type(params)
+            name = kind.__qualname__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
+            raise TypeError(f"`params` argument should be an iterable of Tensors or dicts, but got {name}") from e
         if not all_params:
             raise ValueError("ZeroRedundancyOptimizer got an empty parameter list")
         if all(isinstance(p, ember.Tensor) for p in all_params):
