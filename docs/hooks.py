@@ -2,6 +2,8 @@
 
 The ops reference (docs/ops.md) and the function table of docs/api/special.md are made from the registry
 itself at build time, so they list exactly the ops of the installed packages and cannot drift from the code.
+The op table's exemptions (parameters of PyTorch's signatures no sample passes, with the reason) are read from
+the table's source (ember-core's tests/optable*.py) with ``ast``, as the docs build has no torch.
 Docstrings are free text (``|x|``, ``a * b``, ``[min, max]``), so every cell is emitted as HTML with
 markdown's special characters written as entities.
 
@@ -10,6 +12,7 @@ mkdocstrings reads the code statically (griffe), and griffe stops at the first `
 name from their own folders, which griffe would not see. So the build merges every package's ``src/ember``
 into one tree of links and points mkdocstrings there.
 """
+import ast
 import html
 import re
 import shutil
@@ -19,8 +22,10 @@ from pathlib import Path
 from mkdocs.plugins import event_priority
 
 MARKER = "<!-- ember-ops-table -->"
+EXEMPTIONS_MARKER = "<!-- ember-ops-exemptions -->"
 SPECIAL_MARKER = "<!-- ember-special-table -->"
 PACKAGES = Path(__file__).resolve().parents[1] / "packages"
+CORE_TESTS = PACKAGES / "ember-core" / "tests"
 _merged = []  # the merged source trees of this build, removed after it
 
 
@@ -103,16 +108,58 @@ def special_table():
     return "\n".join(lines + [""])
 
 
-TABLES = {"ops.md": (MARKER, ops_table), "api/special.md": (SPECIAL_MARKER, special_table)}
+def _literal_dicts(tree):
+    """The module-level names of ``tree`` bound to dict literals, evaluated."""
+    names = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            try:
+                value = ast.literal_eval(node.value)
+            except ValueError:
+                continue
+            if isinstance(value, dict):
+                names[node.targets[0].id] = value
+    return names
+
+
+def op_exemptions():
+    """{(line name, parameter): reason} of the op table (its ``exempt=`` dicts, read from the source: the build
+    imports neither the tests nor torch), and ``("every op", parameter)`` for the coverage check's ``EVERYWHERE``."""
+    out = {}
+    for path in sorted(CORE_TESTS.glob("optable*.py")):
+        tree = ast.parse(path.read_text())
+        names = _literal_dicts(tree)
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.Call) and getattr(node.func, "id", None) == "Line"):
+                continue
+            for kw in node.keywords:
+                if kw.arg != "exempt":
+                    continue
+                exempt = names[kw.value.id] if isinstance(kw.value, ast.Name) else ast.literal_eval(kw.value)
+                line = ast.literal_eval(node.args[0])
+                out.update({(line, param): reason for param, reason in exempt.items()})
+    everywhere = _literal_dicts(ast.parse((CORE_TESTS / "test_optable_coverage.py").read_text()))["EVERYWHERE"]
+    out.update({("every op", param): reason for param, reason in everywhere.items()})
+    return out
+
+
+def exemptions_table():
+    lines = ["| op table line | parameter | why no sample passes it |", "| --- | --- | --- |"]
+    for (line, param), reason in sorted(op_exemptions().items(), key=lambda item: (item[0][0] != "every op", item[0])):
+        lines.append(f"| {_code(line) if line != 'every op' else 'every op'} | {_code(param)} | {_text(reason)} |")
+    return "\n".join(lines + [""])
+
+
+TABLES = {"ops.md": [(MARKER, ops_table), (EXEMPTIONS_MARKER, exemptions_table)],
+          "api/special.md": [(SPECIAL_MARKER, special_table)]}
 
 
 def on_page_markdown(markdown, page, config, files, **kwargs):
-    if page.file.src_uri not in TABLES:
-        return markdown
-    marker, make = TABLES[page.file.src_uri]
-    if marker not in markdown:
-        raise ValueError(f"docs/{page.file.src_uri} lost its marker {marker}")
-    return markdown.replace(marker, make())
+    for marker, make in TABLES.get(page.file.src_uri, ()):
+        if marker not in markdown:
+            raise ValueError(f"docs/{page.file.src_uri} lost its marker {marker}")
+        markdown = markdown.replace(marker, make())
+    return markdown
 
 
 def _merge_sources():

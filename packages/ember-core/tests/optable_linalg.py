@@ -605,7 +605,9 @@ LINES += [
     # PyTorch's half-precision matrix_exp overflows to inf/NaN on ordinary inputs: compare dtype and shape only
     Line("matrix_exp", fn("matrix_exp"), exps, dtypes=("bfloat16", "float16"), values=False),
     Line("linalg_multi_dot", la("multi_dot"), multi_dots, dtypes=PRODUCTS),
-    Line("chain_matmul", fn("chain_matmul"), chains, dtypes=NUMERIC),
+    Line("chain_matmul", fn("chain_matmul"), chains, dtypes=NUMERIC,
+         exempt={"out": "torch's chain_matmul leaves out= behind when a TorchFunctionMode records it; test_ops' out= "
+                        "test passes it"}),
     Line("cdist", fn("cdist"), cdists, dtypes=LA),
     # PyTorch's own vander backward fails (an in-place op on a saved tensor); linalg_vander checks the VJP
     Line("vander", nograd(fn("vander")), vanders, dtypes=ALL),

@@ -125,8 +125,7 @@ LINES = [
     Line("rand_like", seeded("rand_like"), likes, dtypes=ALL, grad=False, values=False),
     Line("randn_like", seeded("randn_like"), likes, dtypes=ALL, grad=False, values=False),
     Line("randint", seeded("randint"), randints, dtypes=RANDOM, grad=False, values=False),
-    Line("randint_like", seeded("randint_like"), randint_likes, dtypes=RANDOM, grad=False, values=False,
-         exempt={"low": "randint_like(x, low, high) binds an overload whose low has no name in Python"}),
+    Line("randint_like", seeded("randint_like"), randint_likes, dtypes=RANDOM, grad=False, values=False),
     Line("randperm", seeded("randperm"), randperms, dtypes=RANDOM, grad=False, values=False),
     Line("normal", seeded("normal"), normals, dtypes=RANDOM, grad=False, values=False),
     # the tensor forms of normal: their gradients are zeros, as PyTorch's

@@ -11,10 +11,15 @@ default; ``out=`` counts as a parameter. A line's *targets* are the calls of the
 only one. Every optional parameter of every target must be exercised by some line, or exempted by a line that
 targets it: ``Line(..., exempt={"memory_format": "<why>"})``; docs/ops.md lists the exemptions.
 """
+import importlib.util
 import inspect
+import pathlib
+import sys
+import types
 import warnings
 
 import numpy as np
+import pytest
 import test_ops
 import torch
 from optable import convert
@@ -74,8 +79,9 @@ def op_name(func):
 
 
 class Param:
-    def __init__(self, name, typ, default, has_default):
+    def __init__(self, name, typ, default, has_default, keyword_only):
         self.name, self.type, self.default, self.has_default = name, typ, default, has_default
+        self.keyword_only = keyword_only
 
 
 def signatures(func):
@@ -90,8 +96,9 @@ def signatures(func):
             sig = inspect.signature(func)
         except (TypeError, ValueError):
             return None
-        return [[Param(p.name, "Any", p.default, p.default is not p.empty) for p in sig.parameters.values()
-                 if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]]
+        return [[Param(p.name, "*" if p.kind == p.VAR_POSITIONAL else "Any", p.default,
+                       p.default is not p.empty or p.kind == p.VAR_POSITIONAL, p.kind == p.KEYWORD_ONLY)
+                 for p in sig.parameters.values() if p.kind != p.VAR_KEYWORD]]
     else:
         name = op_name(func)
         if name.startswith("__"):
@@ -103,16 +110,21 @@ def signatures(func):
         for a in s.arguments:
             if a.is_out:
                 if not seen_out:
-                    params.append(Param("out", "out", None, True))
+                    params.append(Param("out", "out", None, True, True))
                 seen_out = True
                 continue
-            params.append(Param(a.name, str(a.type), a.default_value, a.default_value is not None or
-                                str(a.type).startswith("Optional")))
+            typ = str(a.real_type)  # (ScalarType, not the int it is stored as)
+            params.append(Param(a.name, typ, a.default_value, a.default_value is not None or
+                                typ.startswith("Optional"), a.kwarg_only))
         # (TorchScript's overloads on numbers and lists, ``add.t(t[] a, t[] b)``, ``sort(Tensor[](a!) self)``, are
         # not reachable from Python)
         if any("Tensor" in p.type for p in params) and params[0].name != "a" and not params[0].type.startswith("List"):
             out.append(params)
     return out or None
+
+
+_OBJECTS = {"ScalarType": torch.dtype, "Layout": torch.layout, "MemoryFormat": torch.memory_format,
+            "Device": (str, int, torch.device), "Generator": torch.Generator}
 
 
 def _fits(value, typ):
@@ -132,9 +144,10 @@ def _fits(value, typ):
         return inner in ("int", "SymInt") and _fits(value, inner)  # int[1] takes an int
     if typ == "bool":
         return isinstance(value, bool)
-    if typ in ("int", "SymInt"):  # (ScalarType, Layout and MemoryFormat are ints in schemas)
-        return isinstance(value, (torch.dtype, torch.layout, torch.memory_format)) or (
-            isinstance(value, int) and not isinstance(value, bool))
+    if typ in ("int", "SymInt"):
+        return isinstance(value, int) and not isinstance(value, bool)
+    if typ in _OBJECTS:
+        return isinstance(value, _OBJECTS[typ])
     if typ in ("float", "number", "complex", "Scalar"):
         return isinstance(value, (int, float, complex, bool)) or (isinstance(value, torch.Tensor) and value.dim() == 0)
     if typ == "str":
@@ -146,12 +159,15 @@ def bind(overloads, args, kwargs):
     """The names of the parameters ``args``/``kwargs`` give a non-default value, under the first overload they fit."""
     kwargs = dict(kwargs)
     for params in overloads:
-        positional = [p for p in params if p.type != "out"]
+        positional = [p for p in params if not p.keyword_only]
+        star = next((i for i, p in enumerate(positional) if p.type == "*"), None)  # (a Python ``*tensors``)
+        if star is not None:
+            args = args[:star] + (args[star:],)
         if len(args) > len(positional) or any(k not in {p.name for p in params} for k in kwargs):
             continue
         given = dict(zip((p.name for p in positional), args), **kwargs)
         by_name = {p.name: p for p in params}
-        if any(p.name not in given and not p.has_default for p in positional):
+        if any(p.name not in given and not p.has_default for p in params):
             continue
         if not all(_fits(v, by_name[k].type) for k, v in given.items()):
             continue
@@ -178,7 +194,7 @@ def optional_params(overloads):
     every = set.intersection(*names)
     out = set()
     for params in overloads:
-        out |= {p.name for p in params if p.has_default or p.name not in every}
+        out |= {p.name for p in params if (p.has_default or p.name not in every) and p.type != "*"}
     return out
 
 
@@ -249,18 +265,29 @@ def _family(entry):
     return entry.rpartition(".")[2].rstrip("_")
 
 
+def _shared():
+    """{op family: (exercised, exempted)} over its function and method entries."""
+    shared = {}
+    for entry, (_, exercised, exempt, _) in coverage().items():
+        if entry.startswith(("torch.", "Tensor.")) and entry.count(".") == 1:
+            family = shared.setdefault(_family(entry), (set(), set()))
+            family[0].update(exercised)
+            family[1].update(exempt)
+    return shared
+
+
+def _exercised(entry):
+    """(exercised, exempted) parameters of ``entry``, through the function or the methods of its op."""
+    also = _shared().get(_family(entry), (set(), set())) if entry.count(".") == 1 else (set(), set())
+    return coverage()[entry][1] | also[0], set(coverage()[entry][2]) | also[1]
+
+
 def gaps():
     """{entry: sorted unexercised, unexempted parameters}."""
-    table, out = coverage(), {}
-    shared = {}
-    for entry, (_, exercised, exempt, _) in table.items():
-        if entry.startswith(("torch.", "Tensor.")) and entry.count(".") == 1:
-            family = shared.setdefault(_family(entry), [set(), set()])
-            family[0] |= exercised
-            family[1] |= set(exempt)
-    for entry, (optional, exercised, exempt, _) in table.items():
-        also = shared.get(_family(entry), [set(), set()]) if entry.count(".") == 1 else [set(), set()]
-        missing = sorted(optional - exercised - also[0] - set(exempt) - also[1] - set(EVERYWHERE))
+    out = {}
+    for entry, (optional, _, _, _) in coverage().items():
+        exercised, exempt = _exercised(entry)
+        missing = sorted(optional - exercised - exempt - set(EVERYWHERE))
         if missing:
             out[entry] = missing
     return out
@@ -272,14 +299,40 @@ def test_every_parameter_is_exercised_or_exempt():
         f"{entry}: {', '.join(params)}" for entry, params in sorted(missing.items()))
 
 
-def test_exemptions_name_real_parameters():
-    """An exemption names a parameter of the line's target (a stale or misspelt one is an error)."""
-    table = coverage()
+def test_exemptions_are_needed():
+    """An exemption names an optional parameter of the line's target that no line exercises (a misspelt one, or one
+    a sample now passes, is an error)."""
     for line in LINES:
-        for param in getattr(line, "exempt", None) or {}:
-            assert any(line.name in names and param in optional for optional, _, _, names in table.values()), (
-                f"{line.name}: exempts {param!r}, which none of its targets takes")
+        for param in line.exempt:
+            entries = [entry for entry, (optional, _, _, names) in coverage().items()
+                       if line.name in names and param in optional]
+            assert entries, f"{line.name}: exempts {param!r}, which none of its targets takes"
+            assert not all(param in _exercised(entry)[0] for entry in entries), (
+                f"{line.name}: exempts {param!r}, which a line exercises")
 
+
+def test_docs_list_the_exemptions():
+    """docs/ops.md's list of exemptions (docs/hooks.py reads them from the source) is the table's."""
+    hooks_path = pathlib.Path(__file__).resolve().parents[3] / "docs" / "hooks.py"
+    if not hooks_path.exists():
+        pytest.skip("no docs folder beside the package (an installed copy of the tests)")
+    stub = types.ModuleType("mkdocs.plugins")  # (the hook's only mkdocs import, a decorator)
+    stub.event_priority = lambda priority: (lambda f: f)
+    saved = {name: sys.modules.get(name) for name in ("mkdocs", "mkdocs.plugins")}
+    sys.modules.update({"mkdocs": types.ModuleType("mkdocs"), "mkdocs.plugins": stub})
+    try:
+        spec = importlib.util.spec_from_file_location("_docs_hooks", hooks_path)
+        hooks = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(hooks)
+    finally:
+        for name, module in saved.items():
+            if module is None:
+                sys.modules.pop(name, None)
+            else:
+                sys.modules[name] = module
+    expected = {(line.name, param): reason for line in LINES for param, reason in line.exempt.items()}
+    expected.update({("every op", param): reason for param, reason in EVERYWHERE.items()})
+    assert hooks.op_exemptions() == expected
 
 if __name__ == "__main__":
     for entry, params in sorted(gaps().items()):
