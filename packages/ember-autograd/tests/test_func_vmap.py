@@ -69,6 +69,8 @@ CASES = [
     (lambda M, x: x.expand(2, 4, 5) + x.T.T, 0, [(3, 4, 5)]),
     (lambda M, x: x[1:, None, ..., 0], 0, [(3, 4, 5)]),
     (lambda M, x: x[M.tensor([0, 2, 2])], 0, [(3, 4, 5)]),
+    (lambda M, x, i: x[i % 4, 1:] + x[(i % 4)[:1]].sum(), (None, 0), [(4, 5), "labels"]),
+    (lambda M, x, i: x[i % 4], 0, [(3, 4, 5), "labels"]),
     (lambda M, x: M.cat([x, x * 2], -1), 0, [(3, 4, 5)]),
     (lambda M, x, y: M.stack([x, y], 1), (0, None), [(3, 4, 5), (4, 5)]),
     (lambda M, x, y: M.cat([x, y]), (0, None), [(3, 4, 5), (4, 5)]),

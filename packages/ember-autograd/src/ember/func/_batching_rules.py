@@ -413,10 +413,31 @@ def _advanced(index):
 def _getitem(call, call_next):
     x, index = call.args[0], call.args[1]
     idx = index if isinstance(index, tuple) else (index,)
+    if idx and _batched(idx[0]) and not idx[0].dtype.is_floating_point and idx[0].dtype is not ember.bool and \
+            not any(isinstance(i, Tensor) or i is None or i is Ellipsis for i in idx[1:]):
+        return _batched_index(call, call_next, x, idx)
     if not _batched(x) or any(_batched(i) for i in idx) or len(_advanced(idx)) > 1:
         return fallback(call, call_next)
     k = len(x._levels)
     return _mark(run(call, call_next, (x, (slice(None),) * k + idx)), x._levels)
+
+
+def _batched_index(call, call_next, x, idx):
+    """``x[i, ...]`` with a batched integer tensor ``i``: every example picks from its own ``x`` (index tensors
+    of the batch positions join ``i``)."""
+    first = idx[0]
+    levels = _union([x, first])
+    k = len(levels)
+    with physical():
+        px = align(x, levels, expand=True)
+        pi = align(first, levels)
+        rank = pi._data.ndim - k
+        picks = []
+        for j, n in enumerate(_sizes(levels)):
+            shape = [1] * (k + rank)
+            shape[j] = n
+            picks.append(ember.arange(n, device=x.device).reshape(shape))
+    return _mark(run(call, call_next, (px, (*picks, pi, *idx[1:]))), levels)
 
 
 RULES["__getitem__"] = _getitem

@@ -110,6 +110,11 @@ class BatchedTensor(Tensor):
             r = fn(Tensor._wrap(self._data), *args, **kwargs)
         return as_batched(r, self._levels)
 
+    def backward(self, *args, **kwargs):
+        raise RuntimeError("backward() called inside a functorch transform. This is not supported, please use "
+                           "functorch.grad or functorch.vjp instead or call backward() outside of functorch "
+                           "transforms.")
+
     item = _logical_only("item")
     tolist = _logical_only("tolist")
     numpy = _logical_only("numpy")
