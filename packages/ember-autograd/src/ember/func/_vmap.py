@@ -201,7 +201,7 @@ RANDOM_ERROR = ("vmap: called random operation while in randomness error mode. P
 def _layer(call, call_next):
     if STATE.physical:
         return call_next(call)
-    from ._batching_rules import RANDOM, rule_for
+    from ._batching_rules import RANDOM, rule_for  # (a cycle: the rules build on this module)
     batched = _batched_tensors(call)
     op = call.op
     if op.name in RANDOM:
