@@ -154,6 +154,16 @@ def zero_job(rank, world, libname):
             x, y = _batch(lib, step, 1)
             _step(lib, ddp, opt, x, y)
     out["join"] = _params(model)
+    # a group of one per rank (on rank 1, group rank 0 is global rank 1): each rank trains alone on its own data
+    alone, _ = lib.distributed.new_subgroups(group_size=1)
+    model = _model(lib)
+    opt = zero_cls(model.parameters(), lib.optim.Adam, process_group=alone, lr=0.01)
+    for step in range(STEPS):
+        x, y = _batch(lib, step, world)
+        _step(lib, model, opt, x[rank * BATCH:(rank + 1) * BATCH], y[rank * BATCH:(rank + 1) * BATCH])
+    opt.consolidate_state_dict(to=0)
+    out["alone"] = _params(model) + [np.array([opt.world_size, opt.rank, opt.global_rank])]
+    out["alone state"] = _state(opt.state_dict())
     out["errors"] = _errors(lib, zero_cls)
     return out
 
@@ -169,8 +179,8 @@ def _close(got, want, what):
         np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6, err_msg=f"{what}: parameter {k}")
 
 
-def _one_process(steps, opt_cls=ember.optim.Adam, groups=False):
-    """The model trained by a plain optimizer on the whole batches of both ranks."""
+def _one_process(steps, opt_cls=ember.optim.Adam, groups=False, rank=None):
+    """The model trained by a plain optimizer on the whole batches of both ranks (or on those of ``rank``)."""
     model = _model(ember)
     if groups:
         opt = opt_cls([{"params": [p for m in list(model)[:3] for p in m.parameters()]},
@@ -178,7 +188,10 @@ def _one_process(steps, opt_cls=ember.optim.Adam, groups=False):
     else:
         opt = opt_cls(model.parameters(), lr=0.01)
     for step in range(steps):
-        _step(ember, model, opt, *_batch(ember, step, 2))
+        x, y = _batch(ember, step, 2)
+        if rank is not None:
+            x, y = x[rank * BATCH:(rank + 1) * BATCH], y[rank * BATCH:(rank + 1) * BATCH]
+        _step(ember, model, opt, x, y)
     return _params(model)
 
 
@@ -201,11 +214,22 @@ def test_training_matches_torch(results, case):
     _close(results["ember"][0][case], results["ember"][1][case], f"{case}: replicas agree")
 
 
+@needs_torch
+def test_group_of_one_matches_torch(results):
+    for rank in range(2):
+        _close(results["ember"][rank]["alone"], results["torch"][rank]["alone"], f"alone, rank {rank}")
+        _same_state(results["ember"][rank]["alone state"], results["torch"][rank]["alone state"], f"alone, {rank}")
+
+
 def test_training_matches_one_process(results):
     _close(results["ember"][0]["plain"], _one_process(STEPS), "ZeRO vs one process")
     _close(results["ember"][0]["bucket view"], _one_process(STEPS), "bucket views vs one process")
     _close(results["ember"][0]["two groups"], _one_process(STEPS, groups=True), "two groups vs one process")
     _close(results["ember"][0]["continued"], _one_process(STEPS + 2), "continued vs one process")
+    for rank in range(2):
+        *params, ranks_seen = results["ember"][rank]["alone"]
+        assert ranks_seen.tolist() == [1, 0, rank]
+        _close(params, _one_process(STEPS, rank=rank), f"alone on rank {rank} vs one process on its data")
 
 
 def _same_state(got, want, what):
