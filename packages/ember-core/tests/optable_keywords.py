@@ -115,8 +115,24 @@ def drivers(dtype, rng):
 
 
 def tensorsolve_dims(dtype, rng):
-    a = wellcond(6).reshape(6, 2, 3)
-    return [((np.moveaxis(a, 0, 2).copy(), values(dtype, (2, 3), rng)), {"dims": (0,)})]
+    a = np.moveaxis(wellcond(6).reshape(6, 2, 3), 0, 2).copy()  # (2, 3, 6): dims 0 and 1 move to the end
+    return [((a, values(dtype, (6,), rng)), {"dims": (0, 1)}), ((a, values(dtype, (6,), rng)), {"dims": (0,)})]
+
+
+def lstsq_rconds(dtype, rng):
+    """rcond with the SVD drivers. (Not with gelsy, the default: LAPACK decides its rank from a pivoted QR, ember from
+    the singular values, and a large rcond can then keep different ranks; not matched yet.)"""
+    a, b = values(dtype, (5, 3), rng), values(dtype, (5, 2), rng)
+    return [((a, b), {"rcond": 0.5, "driver": "gelsd"}), ((a, b), {"rcond": 1e-3, "driver": "gelss"}),
+            ((SINGULAR, values(dtype, (3,), rng)), {"rcond": 0.1, "driver": "gelsd"})]
+
+
+def istft_keywords(dtype, rng):
+    spec = lambda *s: T(values(dtype, s, rng) + 1j * values(dtype, s, rng), "complex128")  # noqa: E731
+    ones, w10 = np.ones(12), T(np.hanning(10) + 0.1, dtype)
+    return [((spec(2, 7, 8), 12, 4), {"window": ones, "center": False}),
+            ((spec(2, 7, 11), 12, 4), {"win_length": 10, "window": w10}),
+            ((spec(2, 7, 11), 12, 4), {"win_length": 13})]
 
 
 def lu_unpack_pivots(dtype, rng):
@@ -173,6 +189,8 @@ LINES = [
     Line("linalg_svdvals", la("svdvals"), drivers, dtypes=F32, grad=False,
          exempt={"driver": "non-default values only raise on the CPU (sampled here)"}),
     Line("linalg_tensorsolve", la("tensorsolve"), tensorsolve_dims, dtypes=F32, grad=False),
+    Line("linalg_lstsq", la("lstsq"), lstsq_rconds, dtypes=F32, grad=False),
+    Line("istft", fn("istft"), istft_keywords, dtypes=("float64",), grad=False),
     Line("lu_unpack", fn("lu_unpack"), lu_unpack_pivots, dtypes=F32, grad=False),
     Line("unique", meth("unique"), uniques_unsorted, dtypes=F32_I64, grad=False),
     Line("lu", meth("lu"), lus, dtypes=F32, grad=False,

@@ -496,8 +496,7 @@ LINES += [
     Line("linalg_eigvals", la("eigvals"), lambda d, r: [((spd(3),), {})] + eigs(d, r)[2:], dtypes=LA),
     Line("linalg_pinv", la("pinv"), pinvs, dtypes=LA),
     Line("pinverse", fn("pinverse"), lambda d, r: rects(d, r) + [((SINGULAR, 0.5), {})], dtypes=LA),
-    Line("linalg_lstsq", la("lstsq"), lstsqs, dtypes=LA,
-         exempt={"rcond": "not matched yet: ember's default driver ignores rcond (found by issue 22's check)"}),
+    Line("linalg_lstsq", la("lstsq"), lstsqs, dtypes=LA),
     Line("linalg_matrix_rank", la("matrix_rank"), ranks, dtypes=LA),
     Line("linalg_lu_factor", la("lu_factor"), lu_factors, dtypes=LA),
     Line("linalg_lu_factor_ex", la("lu_factor_ex"), lu_factors, dtypes=LA),
@@ -508,8 +507,7 @@ LINES += [
     Line("linalg_lu_solve", la("lu_solve"), lu_solves, dtypes=F64),
     Line("lu_solve", fn("lu_solve"), lambda d, r: [((a[2],) + a[:2], k) for a, k in lu_solves(d, r)[:1]], dtypes=F64),
     Line("linalg_tensorinv", la("tensorinv"), tensorinvs, dtypes=LA),
-    Line("linalg_tensorsolve", la("tensorsolve"), tensorsolves, dtypes=F64,
-         exempt={"dims": "its samples raise in PyTorch too (a dims sample that computes is still to be made)"}),
+    Line("linalg_tensorsolve", la("tensorsolve"), tensorsolves, dtypes=F64),
 ]
 
 

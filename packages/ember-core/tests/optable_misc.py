@@ -260,8 +260,7 @@ def istfts(dtype, rng):
 
 LINES += [
     Line("stft", fn("stft"), stfts, dtypes=F64 + ("float16",)),
-    Line("istft", fn("istft"), istfts, dtypes=F64,
-         exempt={"center": "its center=False samples fail PyTorch's window overlap check", "win_length": "as center"}),
+    Line("istft", fn("istft"), istfts, dtypes=F64),
 ]
 
 
