@@ -384,3 +384,35 @@ def test_replace_all_batch_norm_modules_():
     assert F.replace_all_batch_norm_modules_(net) is net
     bn = net[1]
     assert bn.running_mean is None and bn.running_var is None and not bn.track_running_stats
+
+
+@pytest.mark.parametrize("pattern, lengths", [
+    ("b c h w -> b (h w) c", {}), ("b ... w -> w b ...", {}), ("b c (h1 h2) w -> b h1 (c h2 w)", {"h1": 2}),
+    ("b c h w -> (b c) 1 h w", {}), ("b c h w -> b c h", {}), ("b c h -> b c h", {}),
+])
+def test_rearrange(pattern, lengths):
+    x = arr(2, 3, 4, 5)
+    (ex,), (tx,) = both(x)
+    try:
+        want = TF.rearrange(tx, pattern, **lengths)
+    except ValueError:
+        with pytest.raises(ValueError):
+            F.rearrange(ex, pattern, **lengths)
+        return
+    close(F.rearrange(ex, pattern, **lengths), want)
+
+
+def test_functionalize_and_debug_unwrap():
+    x = arr(2, 3, 4)
+    (ex,), (tx,) = both(x)
+
+    def f(a):
+        b = a.clone()
+        b.add_(1)
+        return b * 2
+    close(F.functionalize(f)(ex), TF.functionalize(f)(tx))
+    with pytest.raises(RuntimeError, match="remove"):
+        F.functionalize(f, remove="x")
+    close(F.vmap(lambda a: F.debug_unwrap(a, recurse=False) * 1)(ex),
+          TF.vmap(lambda a: TF.debug_unwrap(a, recurse=False) * 1)(tx))
+    close(F.vmap(F.vmap(lambda a: F.debug_unwrap(a) * 1))(ex), TF.vmap(TF.vmap(lambda a: TF.debug_unwrap(a) * 1))(tx))

@@ -1,6 +1,6 @@
 """Functional transforms (PyTorch's ``torch.func``): ``grad``, ``grad_and_value``, ``vjp``, ``jvp``, ``linearize``,
-``vmap`` (``_vmap``), ``jacrev``, ``jacfwd``, ``hessian`` (``_jac``), ``functional_call``, ``stack_module_state`` and
-``replace_all_batch_norm_modules_``.
+``vmap`` (``_vmap``), ``jacrev``, ``jacfwd``, ``hessian`` (``_jac``), ``functional_call``, ``stack_module_state``,
+``replace_all_batch_norm_modules_``, and ``functionalize``, ``debug_unwrap``, ``rearrange`` (``_misc``).
 
 The reverse-mode transforms run the function on fresh differentiable aliases of the chosen inputs and ask the
 autograd engine for the gradients. The graph of those gradients is kept (``create_graph``) only when someone can
@@ -22,6 +22,7 @@ from ember.autograd import forward_ad
 from ember.autograd import grad as _autograd_grad
 
 from ._jac import hessian, jacfwd, jacrev
+from ._misc import debug_unwrap, functionalize, rearrange
 from ._vmap import STATE as _VMAP
 from ._vmap import align as _align
 from ._vmap import as_batched as _as_batched
@@ -29,8 +30,8 @@ from ._vmap import levels_of as _levels_of
 from ._vmap import physical as _physical
 from ._vmap import vmap
 
-__all__ = ["functional_call", "grad", "grad_and_value", "hessian", "jacfwd", "jacrev", "jvp", "linearize",
-           "replace_all_batch_norm_modules_", "stack_module_state", "vjp", "vmap"]
+__all__ = ["debug_unwrap", "functional_call", "functionalize", "grad", "grad_and_value", "hessian", "jacfwd", "jacrev",
+           "jvp", "linearize", "rearrange", "replace_all_batch_norm_modules_", "stack_module_state", "vjp", "vmap"]
 
 
 class _Depth(threading.local):
