@@ -14,6 +14,8 @@ import ember
 # tests that run backward through the engine: skipped where ember-autograd is absent (the root conftest); ember-core's
 # nox session runs them after installing it
 needs_autograd = pytest.mark.autograd
+# lines whose ember side calls ember.nn.functional: run at the end of ember-core's session with ember-nn installed
+needs_nn = pytest.mark.nn
 
 FLOATS = ("float32", "float64", "bfloat16", "float16")
 ALL = FLOATS + ("int64", "bool")
@@ -106,12 +108,12 @@ class Line:
     where the limit exists (``tools/edge_audit.py`` finds the former).
     ``exempt``: ``{parameter: reason}`` for optional parameters of the PyTorch function the line calls that no line
     exercises (``test_optable_coverage.py``; the reasons are listed in docs/ops.md). A dict literal, as the docs
-    read it from the source.
+    read it from the source. ``marks``: pytest marks of the line's cases (``needs_nn``).
     """
 
-    def __init__(self, name, call, samples, dtypes=ALL, grad=None, values=True, limits=None, exempt=None):
+    def __init__(self, name, call, samples, dtypes=ALL, grad=None, values=True, limits=None, exempt=None, marks=()):
         self.name, self.call, self.samples, self.dtypes, self.values = name, call, samples, dtypes, values
-        self.limits, self.exempt = limits, exempt or {}
+        self.limits, self.exempt, self.marks = limits, exempt or {}, marks
         self.grad = getattr(call, "direct", False) if grad is None else grad
 
 

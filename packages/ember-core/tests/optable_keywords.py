@@ -2,7 +2,8 @@
 finds them): a few samples per keyword, on a dtype or two (a keyword's handling does not depend on the dtype),
 with the errors PyTorch raises for its invalid values."""
 import numpy as np
-from optable import DT, Line, T, fn, meth, values
+import torch
+from optable import DT, Line, T, fn, meth, needs_nn, values
 from optable_linalg import SINGULAR, la, spd, wellcond
 from optable_pointwise import inplace
 
@@ -156,7 +157,30 @@ def dtype_views(dtype, rng):
     return [((v(2, 4), DT("int32")), {}), ((v(2, 4), DT("float64")), {}), ((v(2, 4), DT("int16")), {})]
 
 
-LINES = [
+def functional_inplace(name, **kwargs):
+    """``nn.functional.<name>(x, inplace=True)``: the written input, and whether the call returned it (ember's in-place
+    functionals are ember-nn's)."""
+    def call(m, x):
+        if m is torch:
+            f = getattr(torch.nn.functional, name)
+        else:
+            import ember.nn.functional as F
+            f = getattr(F, name)
+        return x, f(x, inplace=True, **kwargs) is x
+    return call
+
+
+def inplace_acts(dtype, rng):
+    return [((values(dtype, (3, 4), rng),), {}), ((values(dtype, (0, 3), rng),), {})]  # (NaN/inf: the main lines)
+
+
+INPLACE_ACTS = {"elu": {"alpha": 0.5}, "hardsigmoid": {}, "hardswish": {},
+                "hardtanh": {"min_val": -0.5, "max_val": 2.0}, "leaky_relu": {"negative_slope": 0.2}, "mish": {},
+                "silu": {}, "relu": {}, "selu": {}, "celu": {}, "relu6": {}, "rrelu": {},
+                "threshold": {"threshold": 0.5, "value": -1.0}}
+
+LINES = [Line(f"{name} (inplace=True)", functional_inplace(name, **kw), inplace_acts, dtypes=F32, marks=(needs_nn,))
+         for name, kw in INPLACE_ACTS.items()] + [
     Line("add", fn("add"), alphas, dtypes=F32_I64), Line("sub", fn("sub"), alphas, dtypes=F32_I64),
     Line("subtract", fn("subtract"), alphas, dtypes=F32), Line("add_", inplace("add"), alphas, dtypes=F32),
     Line("div", fn("div"), rounding_modes, dtypes=F32_I64), Line("divide", fn("divide"), rounding_modes, dtypes=F32),

@@ -9,7 +9,6 @@ from optable import ALL, DT, FLOATS, NC, Line, T, fn, values
 from ember._registry import REGISTRY
 
 F64 = ("float32", "float64")
-NN_INPLACE = {"inplace": "the in-place form is ember.nn.functional's (ember-nn); the line compares the registry op"}
 
 
 def nnf(name, torch_name=None):
@@ -243,17 +242,15 @@ LINES += [
         ((values(d, (3, 4), r, special=d in FLOATS),), {"approximate": "tanh"})], dtypes=ALL, limits=X_TIMES_CDF),
     Line("_gelu_backward", _backward_call("gelu"), act_backwards(((), {}), ((), {"approximate": "tanh"})),
          dtypes=FLOATS),
-    Line("silu", nnf("silu"), acts(), dtypes=ALL, limits=X_TIMES_CDF, exempt=NN_INPLACE),
+    Line("silu", nnf("silu"), acts(), dtypes=ALL, limits=X_TIMES_CDF),
     Line("_silu_backward", _backward_call("silu"), act_backwards(), dtypes=FLOATS, grad=False),  # (torch: none)
-    Line("mish", nnf("mish"), acts(), dtypes=ALL, limits=X_TIMES_CDF, exempt=NN_INPLACE),
+    Line("mish", nnf("mish"), acts(), dtypes=ALL, limits=X_TIMES_CDF),
     Line("hardtanh", nnf("hardtanh"), acts({"min_val": -0.5, "max_val": 2.0}, {"min_val": 2.0, "max_val": 1.0}),
-         dtypes=ALL, exempt=NN_INPLACE),
-    Line("hardsigmoid", nnf("hardsigmoid"), acts(), dtypes=ALL, exempt=NN_INPLACE),
-    Line("hardswish", nnf("hardswish"), acts(), dtypes=ALL, limits=X_TIMES_CDF,
-         exempt=NN_INPLACE),
-    Line("elu", nnf("elu"), acts({"alpha": 0.5}), dtypes=ALL, exempt=NN_INPLACE),
-    Line("leaky_relu", nnf("leaky_relu"), acts({"negative_slope": 0.2}), dtypes=ALL,
-         exempt=NN_INPLACE),
+         dtypes=ALL),
+    Line("hardsigmoid", nnf("hardsigmoid"), acts(), dtypes=ALL),
+    Line("hardswish", nnf("hardswish"), acts(), dtypes=ALL, limits=X_TIMES_CDF),
+    Line("elu", nnf("elu"), acts({"alpha": 0.5}), dtypes=ALL),
+    Line("leaky_relu", nnf("leaky_relu"), acts({"negative_slope": 0.2}), dtypes=ALL),
     Line("softplus", nnf("softplus"), acts({"beta": 2.0, "threshold": 1.0}), dtypes=ALL),
     Line("_softplus_backward", _backward_call("softplus"), act_backwards(((1.0, 20.0), {}), ((2.0, 1.0), {})),
          dtypes=FLOATS),

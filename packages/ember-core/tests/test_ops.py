@@ -56,7 +56,8 @@ def _seed(*parts):
     return sum(ord(c) * (i + 1) for i, c in enumerate("/".join(parts))) % 2**32
 
 
-CASES = [pytest.param(line, dtype, id=f"{line.name}-{dtype}") for line in LINES for dtype in line.dtypes]
+CASES = [pytest.param(line, dtype, id=f"{line.name}-{dtype}", marks=line.marks) for line in LINES
+         for dtype in line.dtypes]
 
 
 @pytest.mark.parametrize("line,dtype", CASES)
