@@ -136,7 +136,7 @@ def broadcast(call, call_next):
         args = [fix(a) for a in call.args]
         kwargs = {k: fix(v) for k, v in call.kwargs.items()}
     r = run(call, call_next, args, kwargs)
-    return r if call.mode == "inplace" else _mark(r, levels)
+    return call.args[0] if call.mode == "inplace" else _mark(r, levels)
 
 
 _register("broadcast_tensors where clamp clip clamp_min clamp_max complex polar masked_fill isclose copy_ "
