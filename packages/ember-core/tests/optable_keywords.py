@@ -3,7 +3,7 @@ finds them): a few samples per keyword, on a dtype or two (a keyword's handling 
 with the errors PyTorch raises for its invalid values."""
 import numpy as np
 import torch
-from optable import DT, Line, T, fn, meth, needs_nn, values
+from optable import DT, NC, Line, T, fn, meth, needs_nn, values
 from optable_linalg import SINGULAR, la, spd, wellcond
 from optable_pointwise import inplace
 
@@ -154,7 +154,9 @@ def lus(dtype, rng):
 
 def dtype_views(dtype, rng):
     v = _v(dtype, rng)
-    return [((v(2, 4), DT("int32")), {}), ((v(2, 4), DT("float64")), {}), ((v(2, 4), DT("int16")), {})]
+    return [((v(2, 4), DT("int32")), {}), ((v(2, 4), DT("float64")), {}), ((v(2, 4), DT("int16")), {}),
+            ((v(2, 3), DT("float64")), {}), ((v(), DT("float64")), {}), ((NC(v(4, 2)), DT("float64")), {}),
+            ((v(), DT("int32")), {})]
 
 
 def functional_inplace(name, **kwargs):

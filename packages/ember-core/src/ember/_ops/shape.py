@@ -7,7 +7,7 @@ import numpy as np
 from .. import _dtype as D
 from .. import _promotion as P
 from .._factory import size_args
-from .._registry import op
+from .._registry import TORCH_NAME, op
 from .._tensor import Tensor, _wrap_dim
 
 
@@ -46,7 +46,10 @@ reshape.vjp(_reshape_vjp)
 def view(xp, input, *shape):
     """A view with a new shape (or, given a dtype of the same size, reinterpreting the bytes)."""
     if len(shape) == 1 and isinstance(shape[0], D.dtype):
-        return input.view(D.storage(shape[0]))
+        try:
+            return input.view(D.storage(shape[0]))
+        except ValueError:  # a larger or smaller element over a last dim that can't hold it: PyTorch's error
+            raise RuntimeError(_view_dtype_error(input, shape[0])) from None
     target = infer_shape(size_args(shape, "shape"), input.size)
     try:
         return xp.reshape(input, target, copy=False)
@@ -56,6 +59,17 @@ def view(xp, input, *shape):
 
 
 view.vjp(_reshape_vjp)
+
+
+def _view_dtype_error(a, dtype):
+    src, dst = D.FROM_NP[a.dtype], dtype
+    big, small = (dst, src) if dst.itemsize > src.itemsize else (src, dst)
+    names = f"to view {TORCH_NAME[src]} as {TORCH_NAME[dst]} (different element sizes)"
+    if a.ndim == 0:
+        return f"self.dim() cannot be 0 {names}"
+    if a.strides[-1] != a.itemsize and a.shape[-1] != 1:
+        return f"self.stride(-1) must be 1 {names}"
+    return f"self.size(-1) must be divisible by {big.itemsize // small.itemsize} {names}, but got {a.shape[-1]}"
 
 
 @op("view_as", function=False, view=True)
