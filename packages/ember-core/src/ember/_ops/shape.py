@@ -68,7 +68,7 @@ def _view_dtype_error(a, dtype):
     if a.ndim == 0:
         return f"self.dim() cannot be 0 {names}"
     if a.strides[-1] != a.itemsize and a.shape[-1] != 1:
-        return f"self.stride(-1) must be 1 {names}"
+        return f"self.stride(-1) must be 1 {names}, but got {a.strides[-1] // a.itemsize}"
     return f"self.size(-1) must be divisible by {big.itemsize // small.itemsize} {names}, but got {a.shape[-1]}"
 
 
