@@ -443,10 +443,18 @@ def _getitem(call, call_next):
     if idx and _batched(idx[0]) and not idx[0].dtype.is_floating_point and idx[0].dtype is not ember.bool and \
             not any(isinstance(i, Tensor) or i is None or i is Ellipsis for i in idx[1:]):
         return _batched_index(call, call_next, x, idx)
-    if not _batched(x) or any(_batched(i) for i in idx) or len(_advanced(idx)) > 1:
+    if not _batched(x) or any(_batched(i) for i in idx) or not _in_place_advanced(idx):
         return fallback(call, call_next)
     k = len(x._levels)
     return _mark(run(call, call_next, (x, (slice(None),) * k + idx)), x._levels)
+
+
+def _in_place_advanced(idx):
+    """Whether an index's advanced part leaves its dims where they are once slices of the batch dims go in front: at
+    most one index array, and no integers with it (an integer and an array apart from each other send the result's
+    indexed dims to the front, in front of the batch dims)."""
+    adv = _advanced(idx)
+    return len(adv) <= 1 and not (adv and any(isinstance(i, int) and not isinstance(i, bool) for i in idx))
 
 
 def _batched_index(call, call_next, x, idx):
@@ -473,7 +481,7 @@ RULES["__getitem__"] = _getitem
 def _setitem(call, call_next):
     x, index, value = call.args
     idx = index if isinstance(index, tuple) else (index,)
-    if any(_batched(i) for i in idx) or len(_advanced(idx)) > 1:
+    if any(_batched(i) for i in idx) or not _in_place_advanced(idx):
         return fallback(call, call_next)
     levels = levels_of(x)
     if not set(levels).issuperset(levels_of(value)):
