@@ -416,3 +416,9 @@ def test_functionalize_and_debug_unwrap():
     close(F.vmap(lambda a: F.debug_unwrap(a, recurse=False) * 1)(ex),
           TF.vmap(lambda a: TF.debug_unwrap(a, recurse=False) * 1)(tx))
     close(F.vmap(F.vmap(lambda a: F.debug_unwrap(a) * 1))(ex), TF.vmap(TF.vmap(lambda a: TF.debug_unwrap(a) * 1))(tx))
+
+
+def test_top_level_vmap():
+    x = arr(3, 4)
+    (ex,), (tx,) = both(x)
+    close(ember.vmap(lambda a: a.sum(), in_dims=1)(ex), torch.vmap(lambda a: a.sum(), in_dims=1)(tx))

@@ -25,6 +25,13 @@ def install(ember):
         setattr(Tensor, name, fn)
     Tensor.retains_grad = property(lambda self: bool(self._ext and self._ext.get("retains_grad")))
     grad_mode.on_inference_change = _inference_changed
+    ember.vmap = _vmap
+
+
+def _vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
+    """``ember.vmap``: ``ember.func.vmap`` (imported on first use: ``import ember`` stays light)."""
+    from ember.func import vmap
+    return vmap(func, in_dims, out_dims, randomness, chunk_size=chunk_size)
 
 
 def _inference_changed(entering):
