@@ -188,6 +188,8 @@ LINES = [Line(f"{name} (inplace=True)", functional_inplace(name, **kw), inplace_
     Line("div", fn("div"), rounding_modes, dtypes=F32_I64), Line("divide", fn("divide"), rounding_modes, dtypes=F32),
     Line("divide_", inplace("divide"), rounding_modes, dtypes=F32_I64),
     Line("isclose", fn("isclose"), closeness, dtypes=F32),
+    Line("allclose", fn("allclose"), lambda d, r: closeness(d, r) + [((np.ones(3), np.ones(3) + 1e-9), {})],
+         dtypes=F32),
     Line("isin", fn("isin"), isin_keywords, dtypes=F32_I64),
     Line("topk", topk_unsorted, lambda d, r: [((values(d, (3, 6), r), 2), {}), ((values(d, (3, 6), r), 3, 0), {})],
          dtypes=F32_I64),

@@ -233,27 +233,27 @@ OUT_DTYPE = "float64"
 
 
 def out_cases(line):
-    """[(dtype, args, kwargs)] of ``line`` for its ``out=`` test: its first sample torch computes, with ``out=``
-    buffers (``optable.Out`` markers) of the results' dtypes, empty (the op resizes them). None when the line's call
-    does not pass keywords through or its results are not dense tensors."""
+    """[(dtype, args, kwargs)] of ``line`` for its ``out=`` test: its first sample torch computes (float64 ones first),
+    with ``out=`` buffers (``optable.Out`` markers) of the results' dtypes, empty (the op resizes them). None when the
+    line's call does not pass keywords through or its results are not dense tensors."""
     if not getattr(line.call, "direct", False):
         return None
-    dtype = OUT_DTYPE if OUT_DTYPE in line.dtypes else line.dtypes[0]
-    for args, kwargs in line.samples(dtype, np.random.default_rng(_seed(line.name, "out"))):
-        if "out" in kwargs:
-            return None
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                r = line.call(torch, *convert(torch, args, dtype), **convert(torch, kwargs, dtype))
-        except Exception:  # noqa: BLE001 - an error sample: the next one
-            continue
-        results = r if isinstance(r, tuple) else (r,)
-        if not results or not all(isinstance(x, torch.Tensor) and x.layout == torch.strided for x in results):
-            return None
-        dtypes = [str(x.dtype).split(".")[1] for x in results]
-        wrap = (lambda b: tuple(b)) if isinstance(r, tuple) else (lambda b: b[0])
-        return [(dtype, args, {**kwargs, "out": wrap([optable.Out(d) for d in dtypes])})]
+    for dtype in sorted(line.dtypes, key=lambda d: d != OUT_DTYPE):
+        for args, kwargs in line.samples(dtype, np.random.default_rng(_seed(line.name, "out"))):
+            if "out" in kwargs:
+                return None
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    r = line.call(torch, *convert(torch, args, dtype), **convert(torch, kwargs, dtype))
+            except Exception:  # noqa: BLE001 - an error sample: the next one
+                continue
+            results = r if isinstance(r, tuple) else (r,)
+            if not results or not all(isinstance(x, torch.Tensor) and x.layout == torch.strided for x in results):
+                return None
+            dtypes = [str(x.dtype).split(".")[1] for x in results]
+            wrap = (lambda b: tuple(b)) if isinstance(r, tuple) else (lambda b: b[0])
+            return [(dtype, args, {**kwargs, "out": wrap([optable.Out(d) for d in dtypes])})]
     return None
 
 

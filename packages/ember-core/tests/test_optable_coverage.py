@@ -44,7 +44,7 @@ EVERYWHERE = {
 
 
 class Recorder(TorchFunctionMode):
-    """Records (function, args, kwargs) of every torch call made under it that returned."""
+    """Records (function, args, kwargs, whether it returned) of every torch call made under it."""
 
     def __init__(self):
         super().__init__()
@@ -52,8 +52,12 @@ class Recorder(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        result = func(*args, **kwargs)
-        self.calls.append((func, args, kwargs))
+        try:
+            result = func(*args, **kwargs)
+        except Exception:
+            self.calls.append((func, args, kwargs, False))
+            raise
+        self.calls.append((func, args, kwargs, True))
         return result
 
 
@@ -218,7 +222,7 @@ def record(line):
             warnings.simplefilter("ignore")
             try:
                 line.call(torch, *a, **k)
-            except Exception:  # noqa: BLE001 - error samples: their calls did not return, nothing was recorded
+            except Exception:  # noqa: BLE001 - error samples: recorded as calls that did not return
                 pass
         calls += rec.calls
     return calls
@@ -244,7 +248,7 @@ def coverage():
         return _COVERAGE[0]
     table = {}
     for line in LINES:
-        for func, args, kwargs in targets(line, record(line)):
+        for func, args, kwargs, returned in targets(line, record(line)):
             overloads = signatures(func)
             if overloads is None:
                 continue
@@ -252,7 +256,8 @@ def coverage():
             if test_ops.OUT_SUPPORT[id(line)] is False or entry_name(func).startswith("Tensor."):  # (methods and
                 # functions torch refused the line's out= to have no out= in Python)
                 entry[0].discard("out")
-            entry[1].update(bind(overloads, args, kwargs) or ())
+            if returned:  # (a parameter given only to calls that raise is not exercised)
+                entry[1].update(bind(overloads, args, kwargs) or ())
             entry[2].update(line.exempt)
             entry[3].add(line.name)
     _COVERAGE.append(table)

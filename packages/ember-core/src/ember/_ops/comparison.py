@@ -212,26 +212,26 @@ def equal(xp, input, other):
     return input.shape == other.shape and bool(xp.all(input == other))
 
 
-def _check_close_args(name, input, other):
+def _check_close_args(name, input, other, rtol, atol):
     if not hasattr(other, "ndim"):
         raise TypeError(f"{name}(): argument 'other' (position 2) must be Tensor, not {type(other).__name__}")
     if input.dtype != other.dtype:
         raise RuntimeError(f"{TORCH_NAME[D.from_np(input.dtype)]} did not match {TORCH_NAME[D.from_np(other.dtype)]}")
     P.broadcast_shapes(input.shape, other.shape)
+    for tol, value in (("rtol", rtol), ("atol", atol)):
+        if value < 0:
+            raise RuntimeError(f"{tol} must be greater than or equal to zero, but got {value}")
 
 
 @op("allclose", differentiable=False)
 def allclose(xp, input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
     """True when every element satisfies ``|input - other| <= atol + rtol * |other|``."""
-    _check_close_args("allclose", input, other)
+    _check_close_args("allclose", input, other, rtol, atol)
     return bool(xp.allclose(input, other, rtol=rtol, atol=atol, equal_nan=equal_nan))
 
 
 @op("isclose", differentiable=False)
 def isclose(xp, input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
     """Elementwise ``|input - other| <= atol + rtol * |other|``."""
-    _check_close_args("isclose", input, other)
-    if rtol < 0 or atol < 0:
-        raise RuntimeError(f"{'rtol' if rtol < 0 else 'atol'} must be greater than or equal to zero, but got "
-                           f"{rtol if rtol < 0 else atol}")
+    _check_close_args("isclose", input, other, rtol, atol)
     return xp.isclose(input, other, rtol=rtol, atol=atol, equal_nan=equal_nan)
