@@ -325,13 +325,21 @@ def _draw(shape):
     return (*[STATE.sizes[lv] for lv in levels], *shape), lambda t: as_batched(t, levels)
 
 
+def _alias(t):
+    """A new tensor object over ``t``'s array: without an op call when no graph or tangent has to follow it."""
+    if not t._rg and not (t._ext and "tangent" in t._ext):
+        return Tensor._wrap(t._data)._view_of(t)
+    with physical():
+        return t.view_as(t)
+
+
 def _move_in(t, dim, level):
     """``t`` batched at ``level`` along its logical dim ``dim``."""
     own = levels_of(t)
+    if dim == 0:  # (already in place)
+        return as_batched(_alias(t), own + (level,))
     with physical():
         x = t.movedim(len(own) + dim, len(own))
-        if x is t:
-            x = x.view_as(x)
     return as_batched(x, own + (level,))
 
 
@@ -344,6 +352,8 @@ def _move_out(t, dim, level):
             k = own.index(level)
             rest = own[:k] + own[k + 1:]
             out_dim = _wrap_dim(dim, t._data.ndim - len(own) + 1)
+            if k == len(rest) + out_dim:  # (already in place)
+                return as_batched(_alias(t), rest)
             x = t.movedim(k, len(rest) + out_dim)
         else:
             rest = own
