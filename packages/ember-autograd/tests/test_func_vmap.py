@@ -102,6 +102,12 @@ CASES = [
     (lambda M, x: M.nn.functional.group_norm(x, 2) + M.nn.functional.pad(x, (1, 1))[..., 1:-1], 0, [(3, 2, 4, 5)]),
     (lambda M, x: M.nn.functional.interpolate(x, scale_factor=2), 0, [(3, 2, 4, 5)]),
     (lambda M, x, y: M.nn.functional.cosine_similarity(x, y, dim=-1) + M.trace(x), (0, None), [(3, 4, 4), (4,)]),
+    (lambda M, x, i: x.gather(0, i % 4) + x.scatter_add(0, i % 4, x) + M.take_along_dim(x, i % 4, 0), 0,
+     [(3, 4), "labels"]),
+    (lambda M, x, y: x.index_add(0, M.tensor([0, 2]), y).index_fill(1, M.tensor([1]), 0.5), (0, None),
+     [(3, 4, 5), (2, 5)]),
+    (lambda M, w, v, i: M.nn.functional.embedding(i, w, padding_idx=1) + M.nn.functional.embedding(i, v),
+     (0, None, 0), [(3, 5, 4), (5, 4), "labels"]),
 ]
 
 

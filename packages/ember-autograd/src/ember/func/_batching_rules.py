@@ -263,19 +263,33 @@ def _squeeze(call, call_next):
 RULES["squeeze"] = _squeeze
 
 
-def _gather(call, call_next):
-    bound = _bind(call.op, call.args, call.kwargs)
-    x, index = _arg(bound, "input"), _arg(bound, "index")
-    levels = _union([x, index])
-    rank = lrank(x)
-    with physical():
-        bound.arguments["input"] = align(x, levels, expand=True)
-        bound.arguments["index"] = align(index, levels, expand=True)
-    bound.arguments["dim"] = _shift(_arg(bound, "dim"), max(rank, 1), len(levels))
-    return _mark(run(call, call_next, bound.args, bound.kwargs), levels)
+def _indexed(*names, whole=()):
+    """Ops that pick or place along ``dim`` by index tensors of the input's rank (gather, scatter, take_along_dim):
+    the tensors ``names`` all get every batch dim at full size (the index of each example addresses its own
+    input); ``whole`` names 1-d index tensors, which must not be batched (index_add, index_copy, index_fill)."""
+    def rule(call, call_next):
+        bound = _bind(call.op, call.args, call.kwargs)
+        if any(_batched(_arg(bound, n)) for n in whole) or _arg(bound, "dim") is None:
+            return fallback(call, call_next)
+        x = _arg(bound, names[0])
+        levels = _union([_arg(bound, n) for n in names if isinstance(_arg(bound, n), Tensor)])
+        if call.mode == "inplace" and levels_of(x) != levels:
+            raise RuntimeError(_inplace_error(call.op))
+        with physical():
+            for n in names:
+                if isinstance(_arg(bound, n), Tensor):
+                    bound.arguments[n] = align(_arg(bound, n), levels, expand=True)
+        bound.arguments["dim"] = _shift(_arg(bound, "dim"), max(lrank(x), 1), len(levels))
+        r = run(call, call_next, bound.args, bound.kwargs)
+        return x if call.mode == "inplace" else _mark(r, levels)
+    return rule
 
 
-RULES["gather"] = _gather
+RULES["gather"] = _indexed("input", "index")
+_register("scatter scatter_add scatter_reduce", _indexed("input", "index", "src"))
+RULES["take_along_dim"] = _indexed("input", "indices")
+_register("index_add index_copy", _indexed("input", "source", whole=("index",)))
+RULES["index_fill"] = _indexed("input", whole=("index",))
 
 
 def _index_select(call, call_next):
@@ -696,11 +710,17 @@ _register("layer_norm rms_norm", _layer_norm)
 
 
 def _embedding(call, call_next):
-    weight = call.args[0]
-    if _batched(weight):
+    bound = _bind(call.op, call.args, call.kwargs)
+    weight, indices, padding = _arg(bound, "weight"), _arg(bound, "indices"), _arg(bound, "padding_idx")
+    if not _batched(weight):
+        return _mark(run(call, call_next, call.args, call.kwargs), _union(call.tensors()))
+    if _arg(bound, "scale_grad_by_freq") or _arg(bound, "sparse"):
         return fallback(call, call_next)
-    levels = _union(call.tensors())
-    return _mark(run(call, call_next, call.args), levels)
+    rows = weight[indices]  # (per-example weights, as per-sample gradients make them: indexing, batched)
+    if padding is None or padding < 0:
+        return rows
+    keep = (indices != padding).unsqueeze(-1)  # the padding row takes no gradient
+    return ember.where(keep, rows, rows.detach())
 
 
 RULES["embedding"] = _embedding
