@@ -24,11 +24,12 @@ __all__ = ["vmap"]
 
 
 class _State:
-    levels = []  # active levels, outermost first: [level id]
-    sizes = {}  # level id -> batch size
-    randomness = {}  # level id -> 'error' | 'different' | 'same'
+    # active levels, outermost first: a level is its depth (1, 2, ...), so that the classes of batched tensors, one
+    # per tuple of levels, stay few however many vmaps run
+    levels = []
+    sizes = {}  # level -> batch size
+    randomness = {}  # level -> 'error' | 'different' | 'same'
     physical = 0  # > 0: the layer passes calls through and batched tensors show their physical shape
-    next_level = 1
 
 
 STATE = _State()
@@ -208,9 +209,9 @@ def _layer(call, call_next):
         return RANDOM[op.name](call, call_next, batched)
     if not batched:
         return call_next(call)
-    active = set(STATE.levels)
-    for t in batched:
-        if not active.issuperset(t._levels):
+    sizes = STATE.sizes
+    for t in batched:  # (a tensor kept from a vmap that has exited: its level is gone, or is another vmap's now)
+        if any(sizes.get(lv) != n for lv, n in zip(t._levels, t._data.shape)):
             raise RuntimeError("vmap: a tensor batched at a vmap level that has already exited was used; return it "
                                "from the vmapped function instead of keeping it")
     if call.mode == "out":
@@ -290,8 +291,7 @@ def _inplace_error(op):
 
 # ---- entering and leaving a level ----
 def _enter(size, randomness):
-    level = STATE.next_level
-    STATE.next_level += 1
+    level = len(STATE.levels) + 1
     if not STATE.levels:
         _dispatch.register_layer("vmap", 120, _layer)
         _dispatch.force_slow(True)
