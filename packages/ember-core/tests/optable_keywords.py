@@ -5,6 +5,7 @@ import numpy as np
 import torch
 from optable import DT, NC, Line, T, fn, meth, needs_nn, values
 from optable_linalg import SINGULAR, la, spd, wellcond
+from optable_nn import _backward_call
 from optable_pointwise import inplace
 
 F32 = ("float32",)
@@ -39,6 +40,21 @@ def closeness(dtype, rng):
             ((a, b), {"rtol": -1.0}), ((a, b), {"atol": -1.0})]
 
 
+def tolerance_edges(dtype, rng):
+    """Differences on a grid of 0.0005 around the tolerance: a slightly different rtol or atol flips some."""
+    other = np.full(200, 2.0)
+    near = other + np.arange(200) * 0.0005
+    return [((near, other), {"rtol": 0.01, "atol": 0.0}), ((near, other), {"rtol": 0.0, "atol": 0.01}),
+            ((near, other), {"rtol": 0.005, "atol": 0.005})]
+
+
+def allclose_edges(dtype, rng):
+    """Every difference just above the tolerance (a slightly larger rtol or atol would pass them)."""
+    other = np.full(4, 2.0)
+    return [((other + 0.0205, other), {"rtol": 0.01, "atol": 0.0}),
+            ((other + 0.0105, other), {"rtol": 0.0, "atol": 0.01}), ((other + 0.0195, other), {"rtol": 0.01, "atol": 0.0})]
+
+
 def isin_keywords(dtype, rng):
     a, b = values(dtype, (3, 4), rng).round(), np.unique(values(dtype, (5,), rng).round())
     return [((np.unique(a), b), {"assume_unique": True}), ((2, b), {}), ((1, b), {"invert": True})]
@@ -52,7 +68,25 @@ def topk_unsorted(m, *a, **k):
 
 def similarity_eps(dtype, rng):
     v = _v(dtype, rng)
-    return [((v(4, 3), v(4, 3)), {"eps": 0.5}), ((v(4, 3), np.zeros((4, 3))), {"eps": 1e-3})]
+    return [((v(4, 3), v(4, 3)), {"eps": 0.5}), ((v(4, 3), np.zeros((4, 3))), {"eps": 1e-3}),
+            ((v(4, 3) * 0.02, v(4, 3) * 0.05), {"eps": 0.5})]  # (norms below eps: eps divides)
+
+
+def softplus_threshold_edges(dtype, rng):
+    """beta * x just above threshold (the linear branch), where a slightly larger threshold takes the other."""
+    x = np.array([0.50025, 0.5, 0.4999, 1.0, -1.0])
+    return [((np.ones(5), x, 2.0, 1.0), {}), ((np.ones(5), x * 2, 1.0, 1.0), {})]
+
+
+def shrink_edges(dtype, rng):
+    x = np.array([1.5005, -1.5005, 1.5, 1.499, 3.0, -0.2])
+    return [((x, 1.5), {}), ((x,), {"lambd": 1.5})]
+
+
+def ceil_pools(dtype, rng):
+    """Lengths where ceil_mode adds a last window (6 with kernel 3, stride 2: 2 windows, 3 with ceil_mode)."""
+    v = _v(dtype, rng)
+    return [((v(2, 3, 6), 3, 2, 0, True), {}), ((v(2, 3, 6), 3, 2, 0, False), {}), ((v(2, 3, 8), 2, 3, 1, True), {})]
 
 
 def triplet_eps(dtype, rng):
@@ -190,6 +224,11 @@ LINES = [Line(f"{name} (inplace=True)", functional_inplace(name, **kw), inplace_
     Line("isclose", fn("isclose"), closeness, dtypes=F32),
     Line("allclose", fn("allclose"), lambda d, r: closeness(d, r) + [((np.ones(3), np.ones(3) + 1e-9), {})],
          dtypes=F32),
+    Line("allclose", fn("allclose"), allclose_edges, dtypes=("float64",)),
+    Line("isclose", fn("isclose"), tolerance_edges, dtypes=("float64",), grad=False),
+    Line("_softplus_backward", _backward_call("softplus"), softplus_threshold_edges, dtypes=("float64",), grad=False),
+    Line("hardshrink", fn("hardshrink"), shrink_edges, dtypes=("float64",), grad=False),
+    Line("avg_pool1d", fn("avg_pool1d"), ceil_pools, dtypes=F32),
     Line("isin", fn("isin"), isin_keywords, dtypes=F32_I64),
     Line("topk", topk_unsorted, lambda d, r: [((values(d, (3, 6), r), 2), {}), ((values(d, (3, 6), r), 3, 0), {})],
          dtypes=F32_I64),
