@@ -52,7 +52,8 @@ def allclose_edges(dtype, rng):
     """Every difference just above the tolerance (a slightly larger rtol or atol would pass them)."""
     other = np.full(4, 2.0)
     return [((other + 0.0205, other), {"rtol": 0.01, "atol": 0.0}),
-            ((other + 0.0105, other), {"rtol": 0.0, "atol": 0.01}), ((other + 0.0195, other), {"rtol": 0.01, "atol": 0.0})]
+            ((other + 0.0105, other), {"rtol": 0.0, "atol": 0.01}),
+            ((other + 0.0195, other), {"rtol": 0.01, "atol": 0.0})]
 
 
 def isin_keywords(dtype, rng):
