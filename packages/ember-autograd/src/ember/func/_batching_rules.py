@@ -229,17 +229,17 @@ _register("diagonal", dims("dim1", "dim2"))
 _register("linalg_diagonal", dims("dim1", "dim2"))
 _register("diag_embed", dims("dim1", "dim2", plus=1))
 _register("unsqueeze", dims("dim", plus=1))
-_register("roll", dims("dims"))
+_roll_dims = dims("dims")
 
 
 def _roll(call, call_next):
     bound = _bind(call.op, call.args, call.kwargs)
-    if _arg(bound, "dims") in ((), None):
+    if _arg(bound, "dims") in ((), None):  # (a roll of the flattened tensor)
         return fallback(call, call_next)
-    return RULES["roll_dims"](call, call_next)
+    return _roll_dims(call, call_next)
 
 
-RULES["roll_dims"], RULES["roll"] = RULES["roll"], _roll
+RULES["roll"] = _roll
 
 
 def _squeeze(call, call_next):
