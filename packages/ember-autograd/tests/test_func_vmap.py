@@ -428,3 +428,25 @@ def test_top_level_vmap():
     x = arr(3, 4)
     (ex,), (tx,) = both(x)
     close(ember.vmap(lambda a: a.sum(), in_dims=1)(ex), torch.vmap(lambda a: a.sum(), in_dims=1)(tx))
+
+
+@pytest.mark.nn
+@pytest.mark.parametrize("make", ["transformer", "lstm", "gru"])
+def test_modules_batch_without_fallback(make):
+    """vmap of whole modules (attention, recurrent layers) equals their per-example results, with no op looped."""
+    import ember.nn as nn
+    ember.manual_seed(0)
+    model = {"transformer": lambda: nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True),
+             "lstm": lambda: nn.LSTM(8, 5, batch_first=True), "gru": lambda: nn.GRU(8, 5, batch_first=True)}[make]()
+
+    def run(a):
+        out = model(a)
+        return out[0] if isinstance(out, tuple) else out
+    x = ember.tensor(arr(3, 2, 4, 8).astype(np.float32))
+    w = no_fallback()
+    try:
+        got = F.vmap(run)(x)
+    finally:
+        w.__exit__(None, None, None)
+    want = ember.stack([run(x[i]) for i in range(3)])
+    np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), rtol=1e-5, atol=1e-6)

@@ -789,10 +789,15 @@ def _randomness():
     return STATE.randomness[STATE.levels[-1]]
 
 
+def _draws_nothing(call):
+    """Whether a dropout-like call (``p``, ``train``) is deterministic: not training, or nothing to drop."""
+    bound = _bind(call.op, call.args, call.kwargs)
+    return "train" in bound.arguments and (not _arg(bound, "train") or _arg(bound, "p") == 0)
+
+
 def _dropout(call, call_next, batched):
     op = call.op
-    bound = _bind(op, call.args, call.kwargs)
-    if not _arg(bound, "train") or _arg(bound, "p") == 0:
+    if _draws_nothing(call):
         return transparent(call, call_next) if batched else call_next(call)
     mode = _randomness()
     if mode == "error":
@@ -837,6 +842,8 @@ def _inplace_random(call, call_next, batched):
 
 
 def _random_op(call, call_next, batched):
+    if _draws_nothing(call):  # (the mask of a dropout that drops nothing: ones)
+        return transparent(call, call_next) if batched else call_next(call)
     mode = _randomness()
     if mode == "error":
         raise RuntimeError(RANDOM_ERROR)
@@ -971,3 +978,55 @@ def _batch_norm(call, call_next):
 
 
 RULES["batch_norm"] = _batch_norm
+
+
+# ---- recurrent cells and layers ----
+def _weights_unbatched(call, start):
+    return not any(_batched(a) for a in call.args[start:]) and not any(_batched(v) for v in call.kwargs.values())
+
+
+def _cell(call, call_next):
+    """RNN/LSTM/GRU cells work row by row: the batch dims merge into the rows."""
+    if not _weights_unbatched(call, 2):
+        return fallback(call, call_next)
+    x, hx = call.args[0], call.args[1]
+    states = list(hx) if isinstance(hx, (list, tuple)) else [hx]
+    levels = _union([x, *states])
+    with physical():
+        px = align(x, levels, expand=True)
+        lead = px._data.shape[:-1]
+        flat = [align(h, levels, expand=True).reshape(-1, h._data.shape[-1]) for h in states]
+        args = (px.reshape(-1, px._data.shape[-1]), type(hx)(flat) if isinstance(hx, (list, tuple)) else flat[0])
+    r = run(call, call_next, args + tuple(call.args[2:]))
+    with physical():
+        r = r.reshape(*lead, -1) if isinstance(r, Tensor) else type(r)(t.reshape(*lead, -1) for t in r)
+    return _mark(r, levels)
+
+
+_register("rnn_tanh_cell rnn_relu_cell lstm_cell gru_cell", _cell)
+
+
+def _lstm_layer(call, call_next):
+    """A time-major LSTM layer (T, B, F): the batch dims merge into B."""
+    if not _weights_unbatched(call, 3):
+        return fallback(call, call_next)
+    x, h0, c0 = call.args[:3]
+    levels = _union([x, h0, c0])
+    k = len(levels)
+    with physical():
+        px = align(x, levels, expand=True)  # (*sizes, T, B, F)
+        sizes, (steps, rows) = list(px._data.shape[:k]), px._data.shape[k:k + 2]
+        px = px.movedim(k, 0).reshape(steps, -1, px._data.shape[-1])
+        states = [align(h, levels, expand=True).reshape(-1, h._data.shape[-1]) for h in (h0, c0)]
+    r = run(call, call_next, (px, *states) + tuple(call.args[3:]))
+    with physical():
+        out = []
+        for t in r:  # (per step outputs (T, B', X); final states (B', H))
+            if t._data.ndim == 3:
+                out.append(t.reshape(steps, *sizes, rows, -1).movedim(0, k))
+            else:
+                out.append(t.reshape(*sizes, rows, -1))
+    return _mark(tuple(out), levels)
+
+
+RULES["_lstm_layer"] = _lstm_layer
