@@ -8,6 +8,8 @@ from optable_linalg import SINGULAR, la, spd, wellcond
 from optable_nn import _backward_call
 from optable_pointwise import inplace
 
+from ember._registry import REGISTRY
+
 F32 = ("float32",)
 F32_I64 = ("float32", "int64")
 
@@ -99,6 +101,27 @@ def diagonal_scatter_dims(dtype, rng):
     v = _v(dtype, rng)
     return [((v(2, 3, 4), v(2, 3), 1, 1, 2), {}), ((v(2, 3, 4), v(4, 2), 0, 2, 0), {}),
             ((v(2, 3, 4), v(3, 3), 0, 1, 1), {})]
+
+
+def split_keywords(dtype, rng):
+    a = values(dtype, (7, 3), rng)
+    return [((a,), {"sections": 3}), ((a,), {"indices": [1, 5]}), ((a,), {"sections": 2, "dim": 1}),
+            ((a,), {"indices": (2,), "dim": -1}), ((a,), {"sections": 0})]
+
+
+def elu_call(m, x, *args):
+    """The elu op with its scale and input_scale (selu's and celu's constants; nn.functional.elu has only alpha)."""
+    if m is torch:
+        return torch._C._nn.elu(x, *args)
+    return REGISTRY["elu"].fn(x, *args)
+
+
+elu_call.direct = True
+
+
+def elu_scales(dtype, rng):
+    v = _v(dtype, rng)
+    return [((v(3, 4), 1.0, 1.5), {}), ((v(3, 4), 0.5, 2.0, 0.25), {}), ((v(0, 2), 1.0, 1.5, 3.0), {})]
 
 
 def norm_keywords(dtype, rng):
@@ -226,6 +249,8 @@ LINES = [Line(f"{name} (inplace=True)", functional_inplace(name, **kw), inplace_
     Line("allclose", fn("allclose"), lambda d, r: closeness(d, r) + [((np.ones(3), np.ones(3) + 1e-9), {})],
          dtypes=F32),
     Line("allclose", fn("allclose"), allclose_edges, dtypes=("float64",)),
+    Line("tensor_split", fn("tensor_split"), split_keywords, dtypes=F32, grad=False),
+    Line("elu", elu_call, elu_scales, dtypes=("float32", "float64")),
     Line("isclose", fn("isclose"), tolerance_edges, dtypes=("float64",), grad=False),
     Line("_softplus_backward", _backward_call("softplus"), softplus_threshold_edges, dtypes=("float64",), grad=False),
     Line("hardshrink", fn("hardshrink"), shrink_edges, dtypes=("float64",), grad=False),

@@ -54,7 +54,7 @@ def _perturbed(value):
         return type(value)([_perturbed(value[0])] + list(value[1:]))
     if isinstance(value, ember.dtype) and value.name in _OTHER:
         return getattr(ember, _OTHER[value.name])
-    if hasattr(value, "dtype") and hasattr(value, "shape") and getattr(value.dtype, "kind", "") in "fciu":
+    if hasattr(value, "dtype") and hasattr(value, "shape") and getattr(value.dtype, "kind", None) in tuple("fciu"):
         return value + (0.001 if value.dtype.kind in "fc" else 1)
     return value
 
