@@ -87,6 +87,11 @@ class BatchedTensor(Tensor):
             raise TypeError("len() of a 0-d tensor")
         return self.shape[0]
 
+    def __iter__(self):
+        if self.dim() == 0:
+            raise TypeError("iteration over a 0-d tensor")
+        return iter(self.unbind(0))
+
     @property
     def T(self):
         return self.permute(*range(self.dim() - 1, -1, -1))
