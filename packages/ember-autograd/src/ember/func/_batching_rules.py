@@ -1030,3 +1030,25 @@ def _lstm_layer(call, call_next):
 
 
 RULES["_lstm_layer"] = _lstm_layer
+
+
+# ---- linear algebra on the last two dims, and the rest of the easy cases ----
+_register("linalg_svd svd linalg_eig linalg_eigvals linalg_pinv pinverse linalg_matrix_rank linalg_lu_factor "
+          "linalg_lu_factor_ex linalg_lu lu qr geqrf linalg_cholesky_ex linalg_inv_ex fill bucketize isin", transparent)
+_register("linalg_matrix_norm", dims("dim"))
+_register("aminmax", dims("dim", none="flat"))
+_register("unfold", dims("dimension"))
+RULES["dist"] = _decomposed(lambda a, b, p=2: (a - b).norm(p))
+RULES["msort"] = _decomposed(lambda x: x.sort(0)[0])
+RULES["diag"] = _decomposed(lambda x, diagonal=0: ember.diag_embed(x, diagonal) if x.dim() == 1
+                            else x.diagonal(diagonal).clone())
+
+
+def _repeat_interleave(call, call_next):
+    bound = _bind(call.op, call.args, call.kwargs)
+    if isinstance(_arg(bound, "repeats"), Tensor) or _arg(bound, "dim") is None:
+        return fallback(call, call_next)
+    return dims("dim")(call, call_next)
+
+
+RULES["repeat_interleave"] = _repeat_interleave
