@@ -108,7 +108,7 @@ CASES = [
      [(3, 4, 5), (2, 5)]),
     (lambda M, a: M.linalg.svd(a)[1] + M.linalg.matrix_norm(a) + M.dist(a, a.mT) + M.diag(a) + M.aminmax(a)[1],
      0, [(3, 4, 4)]),
-    (lambda M, a: a.unfold(1, 2, 1).sum(-1) + a.repeat_interleave(2, dim=1)[:, ::2] + M.msort(a), 0, [(3, 4, 4)]),
+    (lambda M, a: a.unfold(1, 2, 1).sum((-1, -2)) + a.repeat_interleave(2, dim=1)[:, ::2] + M.msort(a), 0, [(3, 4, 4)]),
     (lambda M, w, v, i: M.nn.functional.embedding(i, w, padding_idx=1) + M.nn.functional.embedding(i, v),
      (0, None, 0), [(3, 5, 4), (5, 4), "labels"]),
 ]
