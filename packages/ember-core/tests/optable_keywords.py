@@ -282,6 +282,8 @@ LINES = [Line(f"{name} (inplace=True)", functional_inplace(name, **kw), inplace_
     Line("linalg_svdvals", la("svdvals"), drivers, dtypes=F32, grad=False,
          exempt={"driver": "non-default values only raise on the CPU (sampled here)"}),
     Line("linalg_tensorsolve", la("tensorsolve"), tensorsolve_dims, dtypes=F32, grad=False),
+    # (cond's own line takes no part in the out= test: PyTorch leaves its gradient at singular samples undefined)
+    Line("cond", la("cond"), lambda d, r: [((wellcond(3),), {}), ((wellcond(3), "fro"), {})], dtypes=F32, grad=False),
     Line("linalg_lstsq", la("lstsq"), lstsq_rconds, dtypes=F32, grad=False),
     Line("istft", fn("istft"), istft_keywords, dtypes=("float64",), grad=False),
     Line("lu_unpack", fn("lu_unpack"), lu_unpack_pivots, dtypes=F32, grad=False),

@@ -611,8 +611,7 @@ LINES += [
     Line("vander", nograd(fn("vander")), vanders, dtypes=ALL),
     Line("linalg_vander", la("vander"), linalg_vanders, dtypes=ALL),
     Line("matmul", la("matmul"), matmuls, dtypes=F64, grad=False),
-    Line("cond", nograd(la("cond")), conds, dtypes=LA,
-         exempt={"out": "the line's call does not pass keywords on (nograd): out= is not tried"}),
+    Line("cond", nograd(la("cond")), conds, dtypes=LA),
 ]
 
 

@@ -29,11 +29,13 @@ for _name in _NAMES:
 del _name, _op
 
 
-def cond(A, p=None):
+def cond(A, p=None, *, out=None):
     """Condition number of ``A`` in the ``p`` norm: by default the ratio of its extreme singular values."""
     if p in (None, 2, -2):
         s = svdvals(A)  # noqa: F821 - installed above from the registry
-        return s[..., 0] / s[..., -1] if p != -2 else s[..., -1] / s[..., 0]
-    if p == "nuc":
-        return svdvals(A).sum(-1) * svdvals(inv(A)).sum(-1)  # noqa: F821
-    return matrix_norm(A, p) * matrix_norm(inv(A), p)  # noqa: F821
+        r = s[..., 0] / s[..., -1] if p != -2 else s[..., -1] / s[..., 0]
+    elif p == "nuc":
+        r = svdvals(A).sum(-1) * svdvals(inv(A)).sum(-1)  # noqa: F821
+    else:
+        r = matrix_norm(A, p) * matrix_norm(inv(A), p)  # noqa: F821
+    return r if out is None else out.resize_(r.shape).copy_(r)  # (out=: resized to the result, as an op's)
