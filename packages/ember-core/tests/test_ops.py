@@ -230,12 +230,23 @@ def test_from_numpy_shares_memory_and_rejects_unsupported():
 
 # ---- out= ------------------------------------------------------------------------------------------
 OUT_DTYPE = "float64"
+# lines whose out= of a dtype the result can't be cast to (bool for a float result) does not yet do what PyTorch's
+# does (found by this test, left for a follow-up): the test passes them only out= of the results' dtypes
+_STACKS = ("cat", "concat", "concatenate", "stack", "hstack", "vstack", "row_stack", "dstack", "column_stack")
+OUT_CAST_DIFFERS = {
+    **dict.fromkeys(_STACKS, "PyTorch raises TypeError, ember the RuntimeError of every other op"),
+    **dict.fromkeys(("sum", "prod"), "PyTorch computes in the out tensor's dtype (as with dtype=); ember refuses"),
+    "bernoulli": "PyTorch draws into a bool out; ember refuses the cast",
+    **dict.fromkeys(("nansum", "nanmean", "cumsum", "cumprod", "range"),
+                    "PyTorch has no bool kernel (NotImplementedError); ember raises the cast's RuntimeError"),
+}
 
 
 def out_cases(line):
     """[(dtype, args, kwargs)] of ``line`` for its ``out=`` test: its first sample torch computes (float64 ones first),
-    with ``out=`` buffers (``optable.Out`` markers) of the results' dtypes, empty (the op resizes them). None when the
-    line's call does not pass keywords through or its results are not dense tensors."""
+    with ``out=`` buffers (``optable.Out`` markers) of the results' dtypes, empty (the op resizes them), and with bool
+    buffers where a result is not bool (mostly PyTorch's error: the result can't be cast). None when the line's call
+    does not pass keywords through or its results are not dense tensors."""
     if not getattr(line.call, "direct", False):
         return None
     for dtype in sorted(line.dtypes, key=lambda d: d != OUT_DTYPE):
@@ -253,7 +264,10 @@ def out_cases(line):
                 return None
             dtypes = [str(x.dtype).split(".")[1] for x in results]
             wrap = (lambda b: tuple(b)) if isinstance(r, tuple) else (lambda b: b[0])
-            return [(dtype, args, {**kwargs, "out": wrap([optable.Out(d) for d in dtypes])})]
+            cases = [(dtype, args, {**kwargs, "out": wrap([optable.Out(d) for d in dtypes])})]
+            if "bool" not in dtypes and line.name not in OUT_CAST_DIFFERS:
+                cases.append((dtype, args, {**kwargs, "out": wrap([optable.Out("bool") for _ in dtypes])}))
+            return cases
     return None
 
 
@@ -282,7 +296,8 @@ OUT_CASES = [pytest.param(line, id=line.name) for line in LINES if OUT_SUPPORT[i
 
 @pytest.mark.parametrize("line", OUT_CASES)
 def test_out_matches_torch(line):
-    """``out=``: the result is written into the given tensors (resized), which the call returns."""
+    """``out=``: the result is written into the given tensors (resized), which the call returns; PyTorch's error where
+    it can't be cast to them."""
     for dtype, args, kwargs in out_cases(line):
         where = f"{line.name}[{dtype}] out={kwargs['out']!r}"
         tkw, ekw = convert(torch, kwargs, dtype), convert(ember, kwargs, dtype)

@@ -1,7 +1,7 @@
 """``ember.linalg``: PyTorch's linear-algebra namespace. The ops live in the registry (``ember._ops``);
 this module gives them their ``torch.linalg`` names."""
 from ._ops.decompositions import LinAlgError  # noqa: F401 - part of the namespace
-from ._registry import REGISTRY
+from ._registry import REGISTRY, write_out
 
 # sentences PyTorch's linalg docs share; kept for code that reads them
 common_notes = {
@@ -38,4 +38,4 @@ def cond(A, p=None, *, out=None):
         r = svdvals(A).sum(-1) * svdvals(inv(A)).sum(-1)  # noqa: F821
     else:
         r = matrix_norm(A, p) * matrix_norm(inv(A), p)  # noqa: F821
-    return r if out is None else out.resize_(r.shape).copy_(r)  # (out=: resized to the result, as an op's)
+    return r if out is None else write_out(out, r._data)  # (as a registry op's out=)
