@@ -3,10 +3,12 @@ finds them): a few samples per keyword, on a dtype or two (a keyword's handling 
 with the errors PyTorch raises for its invalid values."""
 import numpy as np
 import torch
-from optable import DT, NC, Line, T, fn, meth, needs_nn, values
-from optable_linalg import SINGULAR, la, spd, wellcond
+from optable import DT, NC, Line, T, fn, meth, needs_nn, shape_of, values
+from optable_layout import _factory
+from optable_linalg import SINGULAR, ff, la, spd, wellcond
 from optable_nn import _backward_call
 from optable_pointwise import inplace
+from optable_random import seeded
 
 from ember._registry import REGISTRY
 
@@ -109,11 +111,11 @@ def split_keywords(dtype, rng):
             ((a,), {"indices": (2,), "dim": -1}), ((a,), {"sections": 0})]
 
 
-def elu_call(m, x, *args):
+def elu_call(m, x, *args, **kwargs):
     """The elu op with its scale and input_scale (selu's and celu's constants; nn.functional.elu has only alpha)."""
     if m is torch:
-        return torch._C._nn.elu(x, *args)
-    return REGISTRY["elu"].fn(x, *args)
+        return torch._C._nn.elu(x, *args, **kwargs)
+    return REGISTRY["elu"].fn(x, *args, **kwargs)
 
 
 elu_call.direct = True
@@ -194,6 +196,18 @@ def istft_keywords(dtype, rng):
             ((spec(2, 7, 11), 12, 4), {"win_length": 13})]
 
 
+def to_keywords(dtype, rng):
+    v = _v(dtype, rng)
+    return [((v(2, 3), T(np.zeros(2), "int64")), {}), ((v(2, 3), T(np.zeros(()), "float64")), {}),
+            ((v(2, 3), DT("float64")), {"copy": True}), ((v(2, 3), DT("float32")), {"copy": True}),
+            ((v(2, 3),), {"dtype": DT("int32"), "copy": True}), ((v(2, 3), "cpu"), {"copy": True})]
+
+
+def out_sizes(dtype, rng):
+    from optable import Out
+    return [((2, 3), {"out": Out("float32")}), ((4,), {"out": Out("float64")}), ((2,), {"out": Out("int64")})]
+
+
 def lu_unpack_pivots(dtype, rng):
     import torch
     lu_, piv = torch.linalg.lu_factor(torch.from_numpy(values("float64", (4, 3), rng)))
@@ -250,6 +264,8 @@ LINES = [Line(f"{name} (inplace=True)", functional_inplace(name, **kw), inplace_
          dtypes=F32),
     Line("allclose", fn("allclose"), allclose_edges, dtypes=("float64",)),
     Line("tensor_split", fn("tensor_split"), split_keywords, dtypes=F32, grad=False),
+    Line("triu_indices", _factory("triu_indices", 4, 3, -1, dtype=DT("int32")), shape_of(((), (), {})),
+         dtypes=("int64",)),
     Line("elu", elu_call, elu_scales, dtypes=("float32", "float64")),
     Line("isclose", fn("isclose"), tolerance_edges, dtypes=("float64",), grad=False),
     Line("_softplus_backward", _backward_call("softplus"), softplus_threshold_edges, dtypes=("float64",), grad=False),
@@ -291,4 +307,10 @@ LINES = [Line(f"{name} (inplace=True)", functional_inplace(name, **kw), inplace_
     Line("lu", meth("lu"), lus, dtypes=F32, grad=False,
          exempt={"pivot": "non-default values only raise on the CPU (sampled here)"}),
     Line("view", meth("view"), dtype_views, dtypes=F32, grad=False),
+    Line("_to_copy", meth("to"), to_keywords, dtypes=F32, grad=False,
+         exempt={"non_blocking": "no asynchronous copies on the CPU"}),
+    Line("fftfreq", ff("fftfreq"), lambda d, r: [((5,), {}), ((4, 0.5), {})], dtypes=F32, grad=False),
+    Line("rfftfreq", ff("rfftfreq"), lambda d, r: [((5,), {}), ((4, 0.5), {})], dtypes=F32, grad=False),
+    Line("rand", seeded("rand"), out_sizes, dtypes=F32, grad=False, values=False),
+    Line("randn", seeded("randn"), out_sizes, dtypes=F32, grad=False, values=False),
 ]

@@ -113,7 +113,8 @@ def triplets(dtype, rng):
 
 LINES = [
     Line("binary_cross_entropy_with_logits", fn("binary_cross_entropy_with_logits"), bce_logits, dtypes=NUM),
-    Line("binary_cross_entropy", _nn_call("binary_cross_entropy"), bces, dtypes=FLOATS),
+    Line("binary_cross_entropy", _nn_call("binary_cross_entropy"), bces, dtypes=FLOATS,
+         exempt={"out": "PyTorch 2.13 leaves an empty out= of it unresized (shape (0,)): nothing to compare"}),
     Line("kl_div", fn("kl_div"), kl_divs, dtypes=NUM),
     Line("hinge_embedding_loss", fn("hinge_embedding_loss"), hinges, dtypes=FLOATS),
     Line("margin_ranking_loss", fn("margin_ranking_loss"), rankings, dtypes=FLOATS),
@@ -219,8 +220,7 @@ LINES += [
     Line("H", lambda m, x: x.H, adjoints, dtypes=("float64",)),
     Line("mH", lambda m, x: x.mH, adjoints, dtypes=("float64",)),
     Line("histogramdd", fn("histogramdd"), histdds, dtypes=("float32", "float64", "int64")),
-    Line("binomial", _binomial_shape, _binomials, dtypes=("float32", "float64"),
-         exempt={"out": "the line compares a summary of random draws; out= of a random op is not compared"}),
+    Line("binomial", _binomial_shape, _binomials, dtypes=("float32", "float64")),
 ]
 
 

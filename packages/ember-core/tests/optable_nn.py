@@ -148,8 +148,8 @@ def unpools(n):
 
 
 def _unpool_call(name):
-    def call(m, *a):
-        return getattr(torch._C._nn, name)(*a) if m is torch else REGISTRY[name].fn(*a)
+    def call(m, *a, **k):
+        return getattr(torch._C._nn, name)(*a, **k) if m is torch else REGISTRY[name].fn(*a, **k)
     call.direct = True
     return call
 

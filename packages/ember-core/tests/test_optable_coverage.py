@@ -44,7 +44,7 @@ EVERYWHERE = {
 
 
 class Recorder(TorchFunctionMode):
-    """Records (function, args, kwargs, whether it returned) of every torch call made under it."""
+    """Records (function, args, kwargs, whether it returned, result) of every torch call made under it."""
 
     def __init__(self):
         super().__init__()
@@ -55,9 +55,9 @@ class Recorder(TorchFunctionMode):
         try:
             result = func(*args, **kwargs)
         except Exception:
-            self.calls.append((func, args, kwargs, False))
+            self.calls.append((func, args, kwargs, False, None))
             raise
-        self.calls.append((func, args, kwargs, True))
+        self.calls.append((func, args, kwargs, True, result))
         return result
 
 
@@ -120,9 +120,12 @@ def signatures(func):
             typ = str(a.real_type)  # (ScalarType, not the int it is stored as)
             params.append(Param(a.name, typ, a.default_value, a.default_value is not None or
                                 typ.startswith("Optional"), a.kwarg_only))
-        # (TorchScript's overloads on numbers and lists, ``add.t(t[] a, t[] b)``, ``sort(Tensor[](a!) self)``, are
-        # not reachable from Python)
-        if any("Tensor" in p.type for p in params) and params[0].name != "a" and not params[0].type.startswith("List"):
+        # (TorchScript's overloads on numbers, strings and lists, ``add.t(t[] a, t[] b)``, ``sort(Tensor[](a!) self)``,
+        # ``ldexp(float x, int i)``, are not reachable from Python)
+        tensors = any("Tensor" in p.type for p in params) or any("Tensor" in str(r.type) for r in s.returns)
+        first = params[0] if params else None
+        script = first and (first.name in ("a", "l", "list") or first.name == "self" and first.type.startswith("List"))
+        if tensors and not script:
             out.append(params)
     return out or None
 
@@ -234,11 +237,27 @@ def targets(line, calls):
     own = [c for c in calls if op_name(c[0]) in (base, base.rstrip("_"))]
     if own:
         return own
-    others = [c for c in calls if op_name(c[0]) not in HELPERS]
+    others = [c for c in calls if op_name(c[0]) not in HELPERS] or calls  # (_to_copy's only call is Tensor.to)
     return others if len({entry_name(c[0]) for c in others}) == 1 else []
 
 
 _COVERAGE = []
+
+
+def _takes_out(func, args, kwargs, result):
+    """Whether torch's Python function takes ``out=`` (a schema may have an out overload Python does not reach), by
+    calling it again with out= buffers of ``result``'s dtypes."""
+    results = result if isinstance(result, tuple) else (result,)
+    if not all(isinstance(r, torch.Tensor) for r in results):
+        return False
+    out = [torch.empty(0, dtype=r.dtype) for r in results]
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            func(*args, **kwargs, out=tuple(out) if isinstance(result, tuple) else out[0])
+    except Exception:  # noqa: BLE001 - refused (TypeError, or an aten overload that does not match)
+        return False
+    return True
 
 
 def coverage():
@@ -246,20 +265,23 @@ def coverage():
     once)."""
     if _COVERAGE:
         return _COVERAGE[0]
-    table = {}
+    table, examples = {}, {}
     for line in LINES:
-        for func, args, kwargs, returned in targets(line, record(line)):
+        for func, args, kwargs, returned, result in targets(line, record(line)):
             overloads = signatures(func)
             if overloads is None:
                 continue
             entry = table.setdefault(entry_name(func), (optional_params(overloads), set(), {}, set()))
-            if test_ops.OUT_SUPPORT[id(line)] is False or entry_name(func).startswith("Tensor."):  # (methods and
-                # functions torch refused the line's out= to have no out= in Python)
+            if entry_name(func).startswith("Tensor."):  # (methods take no out=)
                 entry[0].discard("out")
             if returned:  # (a parameter given only to calls that raise is not exercised)
                 entry[1].update(bind(overloads, args, kwargs) or ())
+                examples.setdefault(entry_name(func), (func, args, kwargs, result))
             entry[2].update(line.exempt)
             entry[3].add(line.name)
+    for name, (optional, exercised, _, _) in table.items():
+        if "out" in optional and "out" not in exercised and name in examples and not _takes_out(*examples[name]):
+            optional.discard("out")
     _COVERAGE.append(table)
     return table
 

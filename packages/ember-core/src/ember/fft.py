@@ -1,7 +1,7 @@
 """``ember.fft``: PyTorch's discrete Fourier transform namespace. The transforms live in the registry
 (``ember._ops.fft_ops``); this module gives them their ``torch.fft`` names."""
 from . import _factory
-from ._registry import REGISTRY
+from ._registry import REGISTRY, write_out
 from ._tensor import Tensor  # noqa: F401 - torch.fft re-exports the tensor class too
 
 for _name in ("fft", "ifft", "fft2", "ifft2", "fftn", "ifftn", "rfft", "irfft", "rfft2", "irfft2", "rfftn", "irfftn",
@@ -25,6 +25,6 @@ def rfftfreq(n, d=1.0, *, out=None, dtype=None, layout=None, device=None, requir
 
 
 def _finish(r, out, requires_grad):
-    if out is not None:
-        return out.copy_(r)
+    if out is not None:  # (as a registry op's out=: resized to the result, which must cast to it)
+        return write_out(out, r._data)
     return r.requires_grad_() if requires_grad else r
