@@ -17,6 +17,7 @@ from math import e, inf, nan, pi  # noqa: E402,F401
 from . import (  # noqa: E402
     _extensions,
     _factory,  # noqa: E402,F401  (registers the creation functions)
+    _meta,  # noqa: E402,F401  (ops on meta tensors)
     _ops,
     _registry,
 )

@@ -5,6 +5,9 @@
 import numpy as np
 
 from ._device import CPU, device
+from ._meta_array import MetaArray, meta_xp
+
+META = device("meta")
 
 _cupy = None
 
@@ -23,8 +26,10 @@ def cupy():
 
 
 def xp_of(arr):
-    """NumPy for host arrays, CuPy for device arrays."""
-    return np if type(arr) is np.ndarray else cupy()
+    """NumPy for host arrays, CuPy for device arrays (and meta arrays' few constructors for meta arrays)."""
+    if type(arr) is np.ndarray:
+        return np
+    return meta_xp if type(arr) is MetaArray else cupy()
 
 
 def is_host(arr):
@@ -34,6 +39,8 @@ def is_host(arr):
 def device_of(arr):
     if type(arr) is np.ndarray:
         return CPU
+    if type(arr) is MetaArray:
+        return META
     return device("cuda", arr.device.id)
 
 
@@ -41,8 +48,12 @@ def to_device(arr, dev):
     """Copy ``arr`` to ``dev`` (an ember.device); returns ``arr`` itself if it is there already."""
     if dev.type == "cpu":
         return arr if type(arr) is np.ndarray else arr.get()
+    if dev.type == "meta":  # (shape and dtype only: a meta array is a copy that holds no data)
+        return arr if type(arr) is MetaArray else MetaArray(arr.shape, arr.dtype)
     if dev.type != "cuda":
         raise RuntimeError(f"ember has no arrays on device type '{dev.type}'")
+    if type(arr) is MetaArray:
+        arr.get()  # (raises: no data to copy)
     from . import cuda
     cuda._lazy_init()
     cp = cupy()

@@ -8,6 +8,7 @@ import numpy as np
 from . import _backend, _extensions
 from . import _dtype as D
 from ._device import CPU, as_device
+from ._meta_array import MetaArray
 from ._registry import factory, write_out
 from ._tensor import Tensor
 
@@ -68,6 +69,8 @@ def _make(shape, dtype, device, requires_grad, out, fill):
     shape = size_args(shape)
     _check_sizes(shape)
     dtype = dtype or D.get_default_dtype()
+    if out is None and (as_device(device) or _default_device[-1]).type == "meta":
+        return _place(MetaArray(shape, D.storage(dtype)), device, requires_grad)  # (nothing to fill)
     arr = fill(shape, D.storage(dtype))
     if out is not None:
         return write_out(out, arr)
@@ -284,8 +287,10 @@ def arange(start=0, end=None, step=1, *, out=None, dtype=None, layout=None, devi
     if (end - start) * step < 0:
         raise RuntimeError("upper bound and larger bound inconsistent with step sign")
     n = math.ceil((end - start) / step)
-    arr = (start + np.arange(n, dtype=np.float64 if dtype.category >= 2 else np.int64) * step)
-    return _make((n,), dtype, device, requires_grad, out, lambda s, t: arr.astype(t))
+
+    def fill(shape, storage):
+        return (start + np.arange(n, dtype=np.float64 if dtype.category >= 2 else np.int64) * step).astype(storage)
+    return _make((n,), dtype, device, requires_grad, out, fill)
 
 
 @factory("linspace")

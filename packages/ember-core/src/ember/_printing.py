@@ -169,11 +169,17 @@ def tensor_repr(t, tensor_contents=None):
     indent = len(prefix)
     suffixes, text = [], tensor_contents
     dev = t.device
-    if dev.type != get_default_device().type or (dev.type == "cuda" and dev.index != _current_cuda()):
+    if dev.type == "meta" or dev.type != get_default_device().type or (
+            dev.type == "cuda" and dev.index != _current_cuda()):
         suffixes.append(f"device='{dev}'")
     dtype, default = t.dtype, D.get_default_dtype()
     numel = t._data.size
-    if numel == 0:
+    if dev.type == "meta":  # no values: the size and any dtype but the default, whatever the size
+        suffixes.append(f"size={t._data.shape}")
+        if dtype != default:
+            suffixes.append(f"dtype={dtype}")
+        text = "..." if text is None else text
+    elif numel == 0:
         if t._data.ndim != 1:
             suffixes.append(f"size={t._data.shape}")
         if dtype != default:

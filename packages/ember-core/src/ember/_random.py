@@ -27,6 +27,7 @@ from . import _mt19937 as MT
 from . import _promotion as P
 from ._device import as_device
 from ._factory import _check_sizes, _like_kw, _place, get_default_device, shape_or_size, size_args, zeros_like
+from ._meta_array import MetaArray
 from ._registry import TORCH_NAME, factory, op, write_out
 from ._tensor import Tensor
 
@@ -392,8 +393,11 @@ def _create(size, generator, out, dtype, device, requires_grad, draw):
     dev = as_device(device) or get_default_device()
     if dev.type == "cuda":
         dev = _device.device("cuda", _cuda_index(dev))
-    arr = draw(_generator_for(generator, dev), shape, dtype)
-    arr = arr.astype(D.storage(dtype), copy=False)
+    if dev.type == "meta":  # (no values: nothing is drawn, the stream stays where it is)
+        arr = MetaArray(shape, D.storage(dtype))
+    else:
+        arr = draw(_generator_for(generator, dev), shape, dtype)
+        arr = arr.astype(D.storage(dtype), copy=False)
     if finish is not None:
         return finish(_place(arr, dev, requires_grad))
     return write_out(out, arr) if out is not None else _place(arr, dev, requires_grad)
@@ -412,10 +416,9 @@ def _floating(kernel, draw, even_empty=False):
 def _like(input, generator, dtype, device, requires_grad, draw):
     """A tensor like ``input`` filled by ``draw(generator, shape, dtype, axes)`` in the order PyTorch fills
     ``empty_like(input)`` (its layout, when that has no gaps)."""
-    axes = walk(input._data, dense=True)
     kw = _like_kw(input, dtype, device, requires_grad)
     return _create(input.shape, generator, None, kw["dtype"], kw["device"], requires_grad,
-                   lambda g, shape, d: draw(g, shape, d, axes))
+                   lambda g, shape, d: draw(g, shape, d, walk(input._data, dense=True)))
 
 
 @factory("rand")

@@ -33,6 +33,7 @@ from . import _dtype as D
 from . import _promotion as P
 from ._dispatch import FORCED, RECORD, Call, run_layers
 from ._halfcast import narrow, widen
+from ._meta_array import MetaArray
 from ._tensor import Tensor
 
 REGISTRY = {}
@@ -582,7 +583,7 @@ def wrap_result(r):
         return tuple(wrap_result(x) for x in r)
     if isinstance(r, list):
         return [wrap_result(x) for x in r]
-    if hasattr(r, "__cuda_array_interface__"):
+    if hasattr(r, "__cuda_array_interface__") or type(r) is MetaArray:
         return _wrap(r)
     return r
 

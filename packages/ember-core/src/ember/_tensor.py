@@ -13,6 +13,7 @@ from . import _backend, _extensions
 from . import _dtype as D
 from ._device import CPU, as_device
 from ._layout import strided
+from ._meta_array import MetaArray
 from ._size import Size
 
 
@@ -132,17 +133,20 @@ class Tensor:
 
     @property
     def is_cuda(self):
-        return type(self._data) is not np.ndarray
+        return type(self._data) is not np.ndarray and type(self._data) is not MetaArray
 
     @property
     def is_cpu(self):
         return type(self._data) is np.ndarray
 
+    @property
+    def is_meta(self):
+        return type(self._data) is MetaArray
+
     is_sparse = False
     is_quantized = False
     # devices and layouts ember has no tensors on (plain attributes, so that a subclass can override them)
     is_xpu = is_mps = is_mkldnn = is_vulkan = is_ipu = is_maia = is_mtia = is_xla = False
-    is_meta = False
     is_nested = False
     is_sparse_csr = False
     layout = strided
@@ -157,7 +161,7 @@ class Tensor:
         return self.dtype.is_signed
 
     def get_device(self):
-        return -1 if type(self._data) is np.ndarray else self._data.device.id
+        return -1 if type(self._data) is np.ndarray or type(self._data) is MetaArray else self._data.device.id
 
     @property
     def data(self):
@@ -217,6 +221,8 @@ class Tensor:
     def item(self):
         if self._data.size != 1:
             raise RuntimeError(f"a Tensor with {self._data.size} elements cannot be converted to Scalar")
+        if type(self._data) is MetaArray:
+            raise RuntimeError("Tensor.item() cannot be called on meta tensors")
         return _python_scalar(self._host().reshape(()))
 
     def tolist(self):
