@@ -23,21 +23,18 @@ PyTorch's NotImplementedError; reading values raises as PyTorch does. A call wit
 recorded by autograd like any other, so backward runs the VJPs on meta tensors and gives meta gradients.
 """
 import math
-import mmap
 
 import numpy as np
 
 from . import _dtype as D
 from . import _promotion as P
 from ._dispatch import FORCED, RECORD, Call, run_layers
-from ._meta_array import MetaArray, contiguous_byte_strides
+from ._meta_array import MetaArray, contiguous_byte_strides, stand_in
 from ._registry import STAND_INS, TORCH_NAME, _general, elementwise_impl
 from ._tensor import Tensor, _wrap_dim
 
 RUN_LIMIT = 1 << 24  # the most elements an input of an op without a shape rule may have (see the module doc)
-_SMALL = 1 << 20  # stand-ins of at most this many bytes are plain zeros (a mapping costs more)
 _wrap = Tensor._wrap
-_as_strided = np.lib.stride_tricks.as_strided
 
 
 def _meta(t):
@@ -57,17 +54,50 @@ def dispatch(op, args, kwargs, out, mode):
         for t in tensors:
             if type(t._data) is not MetaArray and t._data.ndim:  # (a zero-dim CPU tensor joins, as in PyTorch)
                 raise RuntimeError(f"Tensor on device {t.device} is not on the expected device meta!")
-    if FORCED[0]:
-        return run_layers(call, _run)
-    if any(t._rg for t in tensors):
-        if mode is None:
-            return RECORD[0](op, args, kwargs, _run(call))
+    if FORCED[0] or any(t._rg for t in tensors):
+        call.op = _recorded(op)
+        if mode is None and not FORCED[0]:
+            return RECORD[0](call.op, args, kwargs, _run(call))
         return run_layers(call, _run)
     return _run(call)
 
 
+class _MetaOp:
+    """An op as autograd records it on meta tensors: its VJP gives each input a gradient of the input's shape and
+    dtype, which is all a meta gradient is (the op's own VJP may work on arrays, which meta tensors do not have)."""
+
+    def __init__(self, op):
+        self.op = op
+
+    def __getattr__(self, name):
+        return getattr(self.op, name)
+
+    @staticmethod
+    def vjp_fn(ctx, *grads):
+        return tuple(_gradient_like(a) for a in ctx.args)
+
+
+def _gradient_like(a):
+    if isinstance(a, Tensor):
+        return _new(a._data.shape, a._data.dtype) if _meta(a) else _wrap(np.zeros(a._data.shape, a._data.dtype))
+    if type(a) in (list, tuple) and any(isinstance(x, Tensor) for x in a):
+        return [_gradient_like(x) for x in a]
+    return None
+
+
+_RECORDED = {}
+
+
+def _recorded(op):
+    proxy = _RECORDED.get(op)
+    if proxy is None:
+        proxy = _RECORDED[op] = _MetaOp(op)
+    return proxy
+
+
 def _run(call):
     op, args, kwargs, mode = call.op, call.args, call.kwargs, call.mode
+    op = op.op if type(op) is _MetaOp else op
     if op.mutates:
         return _mutate(op, args)
     refuse = DATA_DEPENDENT.get(op.name)
@@ -153,26 +183,7 @@ def _tiny(x):
     return x
 
 
-# ---- stand-ins over zero pages ----------------------------------------------------------------------------
-def _zero_pages(nbytes):
-    """``nbytes`` of read-only zeros that take no memory: an anonymous private mapping without reserve."""
-    flags = mmap.MAP_PRIVATE | getattr(mmap, "MAP_ANONYMOUS", 0x20) | getattr(mmap, "MAP_NORESERVE", 0)
-    return np.frombuffer(mmap.mmap(-1, nbytes, flags=flags, prot=mmap.PROT_READ), np.uint8)
-
-
-def _stand_in(a):
-    """A read-only array of ``a``'s shape, dtype, strides and offset whose elements are zeros."""
-    item = a.itemsize
-    steps = [s // item for s in a.strides]
-    low = a.offset + sum((n - 1) * s for n, s in zip(a.shape, steps) if s < 0 and n)
-    high = a.offset + sum((n - 1) * s for n, s in zip(a.shape, steps) if s > 0 and n)
-    if low < 0 or 0 in a.shape:
-        return np.zeros(a.shape, a.dtype)
-    count = high + 1
-    buf = np.zeros(count, a.dtype) if count * item <= _SMALL else _zero_pages(count * item).view(a.dtype)
-    return _as_strided(buf[a.offset:], a.shape, a.strides, writeable=False)
-
-
+# ---- ops without a rule: run on stand-ins --------------------------------------------------------------
 def _by_stand_ins(op, args, kwargs):
     big = [t for t in Call(op, args, kwargs).tensors() if _meta(t) and t._data.size > RUN_LIMIT]
     if big and not op.view:
@@ -182,7 +193,7 @@ def _by_stand_ins(op, args, kwargs):
 
     def swap(x):
         if _meta(x):
-            s = _stand_in(x._data)
+            s = stand_in(x._data)
             parents[id(s)] = (x, s)
             return _wrap(s)
         if type(x) in (list, tuple):

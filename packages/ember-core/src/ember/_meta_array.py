@@ -68,6 +68,13 @@ class MetaArray:
     def astype(self, dtype, copy=True):
         return MetaArray(self.shape, dtype)
 
+    # (autograd accumulates gradients into .grad with array additions)
+    def __add__(self, other):
+        return MetaArray(np.broadcast_shapes(self.shape, other.shape), np.result_type(self.dtype, other.dtype))
+
+    def __iadd__(self, other):
+        return self
+
     def get(self):
         raise NotImplementedError("Cannot copy out of meta tensor; no data! Please use Module.to_empty() instead "
                                   "when moving a module from meta to a different device.")
@@ -79,23 +86,38 @@ class MetaArray:
         return f"MetaArray(shape={self.shape}, dtype={self.dtype})"
 
 
+# ---- stand-ins: arrays of a meta array's layout over zero pages -------------------------------------------
+_SMALL = 1 << 20  # stand-ins of at most this many bytes are plain zeros (a mapping costs more)
+
+
+def _zero_pages(nbytes):
+    """``nbytes`` of read-only zeros that take no memory: an anonymous private mapping without reserve (reading it
+    maps the kernel's shared zero page)."""
+    import mmap  # (on first use: import time)
+    flags = mmap.MAP_PRIVATE | getattr(mmap, "MAP_ANONYMOUS", 0x20) | getattr(mmap, "MAP_NORESERVE", 0)
+    return np.frombuffer(mmap.mmap(-1, nbytes, flags=flags, prot=mmap.PROT_READ), np.uint8)
+
+
+def stand_in(a):
+    """A NumPy array of ``a``'s shape, dtype, strides and offset whose elements are zeros (writes to it, which some
+    implementations make into buffers such as running statistics, are lost; one over zero pages is read-only)."""
+    item = a.itemsize
+    steps = [s // item for s in a.strides]
+    low = a.offset + sum((n - 1) * s for n, s in zip(a.shape, steps) if s < 0 and n)
+    high = a.offset + sum((n - 1) * s for n, s in zip(a.shape, steps) if s > 0 and n)
+    if low < 0 or 0 in a.shape:
+        return np.zeros(a.shape, a.dtype)
+    count = high + 1
+    small = count * item <= _SMALL
+    buf = np.zeros(count, a.dtype) if small else _zero_pages(count * item).view(a.dtype)
+    return np.lib.stride_tricks.as_strided(buf[a.offset:], a.shape, a.strides, writeable=small)
+
+
 class meta_xp:
-    """The few array constructors engine code calls through ``xp_of(arr)`` (e.g. backward's implicit ones)."""
+    """What ``xp_of`` gives for meta arrays: the constructors engine code calls (backward's implicit ones)."""
 
     @staticmethod
-    def empty(shape, dtype=np.float32):
-        return MetaArray(shape if isinstance(shape, tuple) else (shape,), dtype)
+    def empty(shape, dtype=np.float64):
+        return MetaArray(shape if isinstance(shape, (tuple, list)) else (shape,), dtype)
 
     zeros = ones = empty
-
-    @staticmethod
-    def full(shape, fill_value, dtype=np.float32):
-        return meta_xp.empty(shape, dtype)
-
-    @staticmethod
-    def broadcast_to(a, shape):
-        """A view of ``a`` broadcast to ``shape`` (zero strides along the dims it repeats)."""
-        shape = tuple(shape)
-        lead = len(shape) - a.ndim
-        strides = [0] * lead + [0 if n == 1 and m != 1 else s for n, m, s in zip(a.shape, shape[lead:], a.strides)]
-        return MetaArray(shape, a.dtype, strides, a.offset, a.storage)
