@@ -404,15 +404,15 @@ def _repeat(input, *sizes):
 
 
 def _clone(op, input, *, memory_format=None):
-    a = input._data
-    return _new(a.shape, a.dtype, a.strides if _dense(a) else None)  # (PyTorch keeps a dense layout)
+    return _new(input._data.shape, input._data.dtype)  # (row-major, as ember's clone on the CPU)
 
 
 def _to_copy(op, input, *, dtype=None, device=None):
     if device is not None and device.type != "meta":
         input._data.get()  # (raises: no data to copy)
     a = input._data
-    return _new(a.shape, a.dtype if dtype is None else D.storage(dtype), a.strides if _dense(a) else None)
+    dtype = a.dtype if dtype is None else np.dtype(D.storage(dtype))
+    return _new(a.shape, dtype, [s // a.itemsize * dtype.itemsize for s in a.strides] if _dense(a) else None)
 
 
 _RESHAPES = {"reshape", "view", "view_as", "reshape_as", "flatten", "unflatten", "ravel"}
@@ -479,8 +479,8 @@ def _conv(op, input, weight, bias=None, stride=1, padding=0, *rest, **kwargs):
     tiny_w = _wrap(np.zeros((groups, 1) + (1,) * n, weight._data.dtype))
     tiny_b = _wrap(np.zeros((groups,), bias._data.dtype)) if isinstance(bias, Tensor) else bias
     tiny_args = tuple(_tiny(v) for v in rest)
-    dtype = _general(op, (tiny_x, tiny_w, tiny_b, stride, 0 if isinstance(padding, str) and len(x) else padding)
-                     + tiny_args, kwargs, None, None)._data.dtype
+    tiny_pad = 0 if transposed and not isinstance(padding, str) else padding  # (kernel 1 on 1: no room to cut)
+    dtype = _general(op, (tiny_x, tiny_w, tiny_b, stride, tiny_pad) + tiny_args, kwargs, None, None)._data.dtype
     channels = x[-n - 1]
     expected = w[0] if transposed else w[1] * groups
     if channels != expected:
