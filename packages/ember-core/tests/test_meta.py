@@ -173,6 +173,8 @@ def test_random_factories_on_meta_leave_the_stream():
     state = ember.get_rng_state()
     ember.randn(100, device="meta")
     ember.rand(3, device="meta")
+    ember.dropout(ember.empty(50, device="meta"), 0.5, True)  # (runs on a stand-in: its draws are undone)
+    ember.empty(5, device="meta").uniform_()
     assert ember.equal(ember.get_rng_state(), state)
 
 
@@ -195,6 +197,7 @@ def test_metadata_and_repr():
         m = lib.empty(3, device="meta")
         assert (m.is_meta, m.is_cpu, m.is_cuda, m.get_device(), m.device.type) == (True, False, False, -1, "meta")
         assert not lib.ones(1).is_meta
+        assert lib.empty(2, dtype=lib.int64, device="meta").type() == "torch.meta.LongTensor"
     cases = [lambda L: L.empty(3, device="meta"), lambda L: L.empty(2, 3, dtype=L.int64, device="meta"),
              lambda L: L.empty(0, device="meta"), lambda L: L.empty((), dtype=L.bool, device="meta"),
              lambda L: L.empty(2, device="meta", requires_grad=True)]

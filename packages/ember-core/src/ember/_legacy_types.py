@@ -79,7 +79,7 @@ _BY_NAME = {n: D._by_name(d) for d, n in NAMES.items() if d in D._NAMES}
 
 def type_name(t):
     """``'torch.FloatTensor'``, ``'torch.cuda.LongTensor'``: a tensor's legacy type string (PyTorch's spelling)."""
-    return ("torch.cuda." if t.is_cuda else "torch.") + NAMES[t.dtype.name]
+    return ("torch.cuda." if t.is_cuda else "torch.meta." if t.is_meta else "torch.") + NAMES[t.dtype.name]
 
 
 def parse(name):

@@ -202,8 +202,15 @@ def _by_stand_ins(op, args, kwargs):
 
     sargs = tuple(swap(a) for a in args)
     skw = {k: swap(v) for k, v in kwargs.items()}
-    with np.errstate(all="ignore"):
-        r = _general(op, sargs, skw, None, None)
+    from ._random import Generator, default_generator
+    generators = [default_generator] + [v for v in kwargs.values() if isinstance(v, Generator)]
+    states = [g.get_state() for g in generators]  # (a random op on stand-ins draws nothing that counts)
+    try:
+        with np.errstate(all="ignore"):
+            r = _general(op, sargs, skw, None, None)
+    finally:
+        for g, state in zip(generators, states):
+            g.set_state(state)
     return _from_result(r, parents, args, kwargs)
 
 
