@@ -56,6 +56,14 @@ CASES = [
     ("argmax", lambda L, m: m(2, 3).argmax(1), True),
     ("max_dim", lambda L, m: tuple(m(2, 3).max(1)), True),
     ("any", lambda L, m: m(2, 3).any(), True),
+    ("any_dim", lambda L, m: m(2, 3).any(1), True),
+    ("count_nonzero", lambda L, m: m(2, 3, 4).count_nonzero(1), True),
+    ("sum_list_dims", lambda L, m: m(2, 3, 4).sum(dim=[0, 2]), True),
+    ("logsumexp", lambda L, m: L.logsumexp(m(2, 3, 4), 1, True), True),
+    ("mean_dtype", lambda L, m: m(2, 3).mean(dtype=L.float64), True),
+    ("std", lambda L, m: m(2, 3, 4).std(1), True),
+    ("sum_out_of_range", lambda L, m: m(2, 3).sum(2), True),
+    ("add_out", lambda L, m: L.add(m(2, 3), 1, out=m(0)), True),
     ("softmax", lambda L, m: m(2, 3).softmax(-1), True),
     ("log_softmax", lambda L, m: m(2, 3).log_softmax(0), True),
     ("layer_norm", lambda L, m: L.layer_norm(m(2, 5, 8), (8,), m(8), m(8)), True),
@@ -190,6 +198,15 @@ def test_meta_tensors_take_no_memory():
     assert peak < 1 << 20
     assert (huge.numel(), huge.nbytes, tuple(prod.shape), total.shape, view.stride()) == (
         10**10, 4 * 10**10, (10**5, 10**5), (), (1, 10**5))
+
+
+def test_ops_without_a_rule_refuse_inputs_beyond_the_limit():
+    """(PyTorch computes these; ember runs them on stand-ins, whose work grows with the input: it refuses rather than
+    spend it.) Views and ops with shape rules have no limit."""
+    big = ember.empty(ember._meta.RUN_LIMIT + 1, device="meta")
+    with pytest.raises(NotImplementedError, match="softmax"):
+        big.softmax(0)
+    assert (big[1:].storage_offset(), big.exp().shape, big.sum().shape) == (1, big.shape, ())
 
 
 def test_metadata_and_repr():

@@ -5,7 +5,7 @@
 import numpy as np
 
 from ._device import CPU, device
-from ._meta_array import MetaArray, meta_xp
+from ._meta_array import MetaArray, meta_xp, no_data
 
 META = device("meta")
 
@@ -53,7 +53,7 @@ def to_device(arr, dev):
     if dev.type != "cuda":
         raise RuntimeError(f"ember has no arrays on device type '{dev.type}'")
     if type(arr) is MetaArray:
-        arr.get()  # (raises: no data to copy)
+        no_data()
     from . import cuda
     cuda._lazy_init()
     cp = cupy()

@@ -29,7 +29,7 @@ import numpy as np
 from . import _dtype as D
 from . import _promotion as P
 from ._dispatch import FORCED, RECORD, Call, run_layers
-from ._meta_array import MetaArray, contiguous_byte_strides, stand_in
+from ._meta_array import MetaArray, contiguous_byte_strides, no_data, stand_in
 from ._registry import STAND_INS, TORCH_NAME, _general, elementwise_impl
 from ._tensor import Tensor, _wrap_dim
 
@@ -120,7 +120,7 @@ def _mutate(op, args):
     shapes are checked; a meta source has nothing to copy into a target on another device."""
     target = args[0]
     if not _meta(target):
-        MetaArray.get(None)
+        no_data()
     if op.name == "copy_":
         P.check_inplace_broadcast(target._data.shape, args[1]._data.shape)
     target._version[0] += 1
@@ -416,7 +416,7 @@ def _clone(op, input, *, memory_format=None):
 
 def _to_copy(op, input, *, dtype=None, device=None):
     if device is not None and device.type != "meta":
-        input._data.get()  # (raises: no data to copy)
+        no_data()
     a = input._data
     dtype = a.dtype if dtype is None else np.dtype(D.storage(dtype))
     return _new(a.shape, dtype, [s // a.itemsize * dtype.itemsize for s in a.strides] if _dense(a) else None)
@@ -512,9 +512,11 @@ def _conv(op, input, weight, bias=None, stride=1, padding=0, *rest, **kwargs):
     return _new(x[:len(x) - n - 1] + (out_channels,) + spatial, dtype)
 
 
-def _reduction(op, input, dim=None, keepdim=False, *args, **kwargs):
+def _reduction(op, input, *args, **kwargs):
     """Reductions over ``dim`` (all dims when None or empty): the kept dims by formula."""
-    dtype = _dtype_of(op, (input, dim, keepdim) + args, kwargs)
+    dtype = _dtype_of(op, (input,) + args, kwargs)
+    dim = args[0] if args else kwargs.get("dim")
+    keepdim = args[1] if len(args) > 1 else kwargs.get("keepdim", False)
     shape = _shape(input)
     dims = range(len(shape)) if dim is None or dim == () or dim == [] else \
         dim if isinstance(dim, (tuple, list)) else (dim,)

@@ -18,6 +18,12 @@ def contiguous_byte_strides(shape, itemsize):
     return tuple(reversed(strides))
 
 
+def no_data():
+    """PyTorch's error for copying values out of a meta tensor."""
+    raise NotImplementedError("Cannot copy out of meta tensor; no data! Please use Module.to_empty() instead when "
+                              "moving a module from meta to a different device.")
+
+
 class _Flags:
     __slots__ = ("c_contiguous", "f_contiguous", "writeable")
 
@@ -76,8 +82,7 @@ class MetaArray:
         return self
 
     def get(self):
-        raise NotImplementedError("Cannot copy out of meta tensor; no data! Please use Module.to_empty() instead "
-                                  "when moving a module from meta to a different device.")
+        no_data()
 
     def __array__(self, *args, **kwargs):
         self.get()
