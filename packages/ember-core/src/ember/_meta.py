@@ -207,11 +207,32 @@ def _by_stand_ins(op, args, kwargs):
     states = [g.get_state() for g in generators]  # (a random op on stand-ins draws nothing that counts)
     try:
         with np.errstate(all="ignore"):
-            r = _general(op, sargs, skw, None, None)
+            try:
+                r = _general(op, sargs, skw, None, None)
+            except Exception as first:  # noqa: BLE001  (maybe the values: a singular matrix, no positive weight)
+                if not _refill([s for _, s in parents.values()]):
+                    raise
+                try:
+                    r = _general(op, sargs, skw, None, None)
+                except Exception:  # noqa: BLE001  (not the values: the first error is the op's own)
+                    raise first from None
     finally:
         for g, state in zip(generators, states):
             g.set_state(state)
     return _from_result(r, parents, args, kwargs)
+
+
+def _refill(stand_ins):
+    """Give writable stand-ins values that pass the value checks zeros fail (an op that validates its input's values,
+    which PyTorch's meta kernels do not): ones, and twos on the diagonals of the last two dims, so that matrices are
+    positive definite and rows have positive sums. False when a stand-in is over zero pages (read-only)."""
+    if not all(s.flags.writeable for s in stand_ins):
+        return False
+    for s in stand_ins:
+        s[...] = 1
+        if s.ndim >= 2:
+            np.einsum("...ii->...i", s[..., :min(s.shape[-2:]), :min(s.shape[-2:])])[...] = 2
+    return True
 
 
 def _from_result(r, parents, args, kwargs):

@@ -422,7 +422,7 @@ def one_hot(tensor, num_classes=-1):
         if tensor.numel() == 0:
             raise RuntimeError("Can not infer total number of classes from empty tensor.")
         num_classes = int(tensor.max()) + 1
-    if tensor.numel():
+    if tensor.numel() and not tensor.is_meta:  # (a meta tensor has no values to check)
         if int(tensor.min()) < 0:
             raise RuntimeError("Class values must be non-negative.")
         if int(tensor.max()) >= num_classes:
