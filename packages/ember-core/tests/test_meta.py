@@ -291,6 +291,34 @@ def test_modules_built_on_meta():
     assert tuple(real[1](ember.ones(1, 3, 6, 6)).shape) == (1, 8, 6, 6)
 
 
+# (name, fn(lib, meta)): layers built under lib.device("meta") and called on meta inputs
+LAYERS = [
+    ("transformer", lambda L, m: L.nn.TransformerEncoderLayer(16, 4, 32, batch_first=True)(m(2, 5, 16))),
+    ("embedding", lambda L, m: L.nn.Embedding(100, 16)(m(2, 5, dtype="int64"))),
+    ("lstm", lambda L, m: L.nn.LSTM(16, 8, batch_first=True)(m(2, 5, 16))[0]),
+    ("gru", lambda L, m: L.nn.GRU(16, 8)(m(5, 2, 16))[1]),
+    ("batch_norm", lambda L, m: L.nn.BatchNorm1d(16)(m(2, 16, 5))),
+    ("max_pool", lambda L, m: L.nn.MaxPool2d(2)(m(1, 3, 8, 8))),
+    ("adaptive_avg_pool", lambda L, m: L.nn.AdaptiveAvgPool2d(1)(m(1, 3, 8, 8))),
+    ("cross_entropy", lambda L, m: L.nn.functional.cross_entropy(m(4, 10), m(4, dtype="int64"))),
+    ("interpolate", lambda L, m: L.nn.functional.interpolate(m(1, 3, 8, 8), scale_factor=2)),
+    ("pad", lambda L, m: L.nn.functional.pad(m(1, 3, 8, 8), (1, 2))),
+    ("one_hot", lambda L, m: L.nn.functional.one_hot(m(3, dtype="int64"), 5)),
+    ("one_hot_infer", lambda L, m: L.nn.functional.one_hot(m(3, dtype="int64"))),
+    ("attention", lambda L, m: L.nn.functional.scaled_dot_product_attention(m(2, 5, 8), m(2, 5, 8), m(2, 5, 8))),
+]
+
+
+@pytest.mark.nn
+@pytest.mark.parametrize("name, fn", LAYERS, ids=[c[0] for c in LAYERS])
+def test_layer_on_meta_matches_torch(name, fn):
+    results = []
+    for lib in (ember, torch):
+        with lib.device("meta"):
+            results.append(_run(lib, fn))
+    _same(*results, strides=False)
+
+
 @pytest.mark.nn
 def test_load_state_dict_assign_into_meta_module():
     nn = ember.nn
