@@ -2,6 +2,7 @@
 import copy
 import tracemalloc
 
+import numpy as np
 import pytest
 import torch
 
@@ -220,6 +221,8 @@ def test_metadata_and_repr():
         assert (m.is_meta, m.is_cpu, m.is_cuda, m.get_device(), m.device.type) == (True, False, False, -1, "meta")
         assert not lib.ones(1).is_meta
         assert lib.empty(2, dtype=lib.int64, device="meta").type() == "torch.meta.LongTensor"
+        storage = lib.empty(3, 4, device="meta")[1:].untyped_storage()
+        assert (storage.nbytes(), storage.device.type) == (48, "meta")
     cases = [lambda L: L.empty(3, device="meta"), lambda L: L.empty(2, 3, dtype=L.int64, device="meta"),
              lambda L: L.empty(0, device="meta"), lambda L: L.empty((), dtype=L.bool, device="meta"),
              lambda L: L.empty(2, device="meta", requires_grad=True)]
@@ -232,7 +235,7 @@ def test_metadata_and_repr():
 READS = [("item", lambda t: t.item()), ("item_one", lambda t: t[0].item()), ("tolist", lambda t: t.tolist()),
          ("numpy", lambda t: t.numpy()), ("bool", lambda t: bool(t[0])), ("float", lambda t: float(t[0])),
          ("int", lambda t: int(t[0])), ("to_cpu", lambda t: t.to("cpu")), ("cpu", lambda t: t.cpu()),
-         ("allclose", lambda t: t.allclose(t))]
+         ("allclose", lambda t: t.allclose(t)), ("asarray", lambda t: np.asarray(t))]
 
 
 @pytest.mark.parametrize("name, read", READS, ids=[r[0] for r in READS])

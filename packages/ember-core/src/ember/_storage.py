@@ -16,6 +16,7 @@ from . import _backend
 from . import _dtype as D
 from ._device import CPU, as_device
 from ._layout import strided
+from ._meta_array import MetaArray
 from ._serialization import _STORAGE
 from ._tensor import Tensor, _address, _python_scalar
 
@@ -38,6 +39,9 @@ def _span(arr):
     xp = _backend.xp_of(arr)
     if not arr.size:
         return xp.zeros(0, np.uint8)
+    if type(arr) is MetaArray:  # (a meta tensor's storage: its size, no bytes)
+        extent = arr.offset * arr.itemsize + builtins.sum((n - 1) * abs(s) for n, s in zip(arr.shape, arr.strides))
+        return MetaArray((extent + arr.itemsize,), np.uint8, storage=arr.storage)
     if arr.flags.c_contiguous or arr.flags.f_contiguous:
         return arr.ravel(order="K").view(np.uint8)
     lowest = arr[tuple(slice(n - 1, n) if s < 0 else slice(0, 1) for n, s in zip(arr.shape, arr.strides))]

@@ -215,6 +215,8 @@ class Tensor:
         return self._data
 
     def __array__(self, dtype=None, copy=None):
+        if type(self._data) is MetaArray:
+            self.numpy()  # (PyTorch's TypeError: no values)
         arr = self._data if type(self._data) is np.ndarray else self._data.get()
         return arr if dtype is None else arr.astype(dtype, copy=False)
 
