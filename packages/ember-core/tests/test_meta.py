@@ -1,5 +1,6 @@
 """The 'meta' device: tensors with shape, dtype and strides but no data, compared with PyTorch's meta tensors."""
 import copy
+import io
 import tracemalloc
 
 import numpy as np
@@ -254,6 +255,20 @@ def test_deepcopy_keeps_metadata():
         m.requires_grad_(lib is torch or _has_autograd())
         c = copy.deepcopy(m)
         assert c is not m and c.is_meta and tuple(c.shape) == (5, 4) and c.requires_grad == m.requires_grad
+
+
+def test_save_and_load_meta_tensors_with_torch():
+    """A meta tensor is saved as its metadata alone, in PyTorch's format both ways."""
+    buf = io.BytesIO()
+    ember.save({"t": ember.empty(4, 5, device="meta").t(), "r": ember.empty(3, device="meta", requires_grad=True)
+                if _has_autograd() else ember.empty(3, device="meta")}, buf)
+    loaded = torch.load(io.BytesIO(buf.getvalue()))
+    assert (loaded["t"].is_meta, tuple(loaded["t"].shape), loaded["t"].stride()) == (True, (5, 4), (1, 5))
+    assert loaded["r"].requires_grad == _has_autograd()
+    buf = io.BytesIO()
+    torch.save({"t": torch.empty(4, 5, dtype=torch.float64, device="meta").t()}, buf)
+    t = ember.load(io.BytesIO(buf.getvalue()))["t"]
+    assert (t.is_meta, tuple(t.shape), t.stride(), t.dtype) == (True, (5, 4), (1, 5), ember.float64)
 
 
 def _has_autograd():

@@ -28,6 +28,7 @@ from . import _dtype as D
 from . import _qtypes as Q
 from ._device import device
 from ._layout import by_name, layout, strided
+from ._meta_array import MetaArray
 from ._size import Size
 from ._tensor import Tensor, contiguous_strides
 
@@ -134,9 +135,13 @@ class _CheckpointPickler(pickle._Pickler):
             return self._reduce_qtensor(t)
         if t.layout is not strided:  # a sparse tensor: its layout and its index and value tensors
             return _TorchName("torch._utils._rebuild_sparse_tensor"), (t.layout, t._parts())
-        ref, offset, stride = self._storage_of(t)
-        plain = (_TorchName("torch._utils._rebuild_tensor_v2"),
-                 (ref, offset, tuple(t.shape), stride, t._rg, collections.OrderedDict()))
+        if t.is_meta:  # (no storage: PyTorch writes a meta tensor's metadata alone)
+            plain = (_TorchName("torch._utils._rebuild_meta_tensor_no_storage"),
+                     (t.dtype, tuple(t.shape), t.stride(), t._rg))
+        else:
+            ref, offset, stride = self._storage_of(t)
+            plain = (_TorchName("torch._utils._rebuild_tensor_v2"),
+                     (ref, offset, tuple(t.shape), stride, t._rg, collections.OrderedDict()))
         if not _is_parameter(t):
             return plain
         data = Tensor._wrap(t._data)._view_of(t)  # a plain tensor on the same storage, wrapped in a Parameter
@@ -289,6 +294,14 @@ def _rebuild_tensor_v3(storage, storage_offset, size, stride, requires_grad, bac
     return t
 
 
+def _rebuild_meta_tensor_no_storage(dtype, size, stride, requires_grad):
+    storage = D.storage(dtype)
+    t = Tensor._wrap(MetaArray(size, storage, [s * np.dtype(storage).itemsize for s in stride]))
+    if requires_grad:
+        t.requires_grad = True
+    return t
+
+
 def _rebuild_parameter(data, requires_grad, backward_hooks):
     return _parameter_class()(data, requires_grad)
 
@@ -398,6 +411,7 @@ _TORCH = {
     "torch._utils._rebuild_tensor_v2": _rebuild_tensor_v2,
     "torch._utils._rebuild_tensor_v3": _rebuild_tensor_v3,
     "torch._utils._rebuild_parameter": _rebuild_parameter,
+    "torch._utils._rebuild_meta_tensor_no_storage": _rebuild_meta_tensor_no_storage,
     "torch._utils._rebuild_parameter_with_state": _rebuild_parameter_with_state,
     "torch._tensor._rebuild_from_type_v2": _rebuild_from_type_v2,
     "torch.serialization._get_layout": _get_layout,
