@@ -1,5 +1,6 @@
 """ember.func.vmap against torch.func.vmap: values, shapes, errors, nesting, randomness, grad inside and outside,
 and that ops with a batching rule run once on the batch (no per-example fallback)."""
+import functools
 import warnings
 
 import numpy as np
@@ -269,6 +270,7 @@ def test_no_loop_for_ops_with_rules():
     op = REGISTRY["softmax"]
     impl = op.impl
 
+    @functools.wraps(impl)  # (the rules bind arguments by the implementation's signature)
     def counting(*a, **k):
         calls.append(1)
         return impl(*a, **k)
