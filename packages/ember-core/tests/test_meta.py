@@ -44,6 +44,8 @@ CASES = [
     ("add_int_float", lambda L, m: m(2, 3, dtype="int64") + 2.5, True),
     ("mul_broadcast", lambda L, m: m(4, 1) * m(1, 5), True),
     ("div_int", lambda L, m: m(3, dtype="int64") / m(3, dtype="int64"), True),
+    ("floor_divide_int", lambda L, m: m(3, dtype="int64") // m(2, 3, dtype="int64"), True),
+    ("remainder_int", lambda L, m: m(3, dtype="int32") % m(3, dtype="int32"), True),
     ("gt", lambda L, m: m(3) > 0, True),
     ("where", lambda L, m: L.where(m(3) > 0, m(2, 3), 0.0), True),
     ("elementwise_transposed", lambda L, m: m(4, 5).t() + 1, True),

@@ -175,9 +175,10 @@ def _strides_like(a, itemsize):
 
 
 def _tiny(x):
-    """A stand-in with every dim 1 (its rank and dtype kept): what dtype rules and dtype errors need."""
+    """A stand-in with every dim 1 (its rank and dtype kept): what dtype rules and dtype errors need. Its value is
+    one, which no integer division refuses and every index dim of size 1 or more takes."""
     if _meta(x):
-        return _wrap(np.zeros((1,) * x._data.ndim, x._data.dtype))
+        return _wrap(np.ones((1,) * x._data.ndim, x._data.dtype))
     if type(x) in (list, tuple):
         return type(x)(_tiny(v) for v in x)
     return x
