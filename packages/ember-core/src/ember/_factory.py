@@ -69,8 +69,9 @@ def _make(shape, dtype, device, requires_grad, out, fill):
     shape = size_args(shape)
     _check_sizes(shape)
     dtype = dtype or D.get_default_dtype()
-    if out is None and (as_device(device) or _default_device[-1]).type == "meta":
-        return _place(MetaArray(shape, D.storage(dtype)), device, requires_grad)  # (nothing to fill)
+    if out is None and (device is not None or _default_device[-1] is not CPU) and (
+            as_device(device) or _default_device[-1]).type == "meta":  # (nothing to fill)
+        return _place(MetaArray(shape, D.storage(dtype)), device, requires_grad)
     arr = fill(shape, D.storage(dtype))
     if out is not None:
         return write_out(out, arr)

@@ -215,17 +215,22 @@ class Tensor:
         return self._data
 
     def __array__(self, dtype=None, copy=None):
-        if type(self._data) is MetaArray:
-            self.numpy()  # (PyTorch's TypeError: no values)
-        arr = self._data if type(self._data) is np.ndarray else self._data.get()
+        arr = self._data
+        if type(arr) is not np.ndarray:
+            if type(arr) is MetaArray:
+                self.numpy()  # (PyTorch's TypeError: no values)
+            arr = arr.get()
         return arr if dtype is None else arr.astype(dtype, copy=False)
 
     def item(self):
         if self._data.size != 1:
             raise RuntimeError(f"a Tensor with {self._data.size} elements cannot be converted to Scalar")
-        if type(self._data) is MetaArray:
-            raise RuntimeError("Tensor.item() cannot be called on meta tensors")
-        return _python_scalar(self._host().reshape(()))
+        arr = self._data
+        if type(arr) is not np.ndarray:
+            if type(arr) is MetaArray:
+                raise RuntimeError("Tensor.item() cannot be called on meta tensors")
+            arr = arr.get()
+        return _python_scalar(arr.reshape(()))
 
     def tolist(self):
         arr = self._host()
