@@ -116,6 +116,12 @@ CASES = [
     ("clone_transposed", lambda L, m: m(4, 5).t().clone(), False),  # (row-major, as ember's CPU clone)
     ("contiguous_transposed", lambda L, m: m(4, 5).t().contiguous(), True),
     ("to_dtype", lambda L, m: m(2, 3).to(L.float64), True),
+    ("to_dtype_strided", lambda L, m: m(4, 5, 6).permute(2, 0, 1)[1:, :, ::2].to(L.float64), True),
+    ("as_strided_of_view", lambda L, m: m(4, 5, 6).permute(2, 0, 1)[1:].as_strided((2, 2), (3, 1), 2), True),
+    ("views_of_strided", lambda L, m: [f(m(4, 5, 6).permute(2, 0, 1)[1:, :, ::2]) for f in (
+        lambda x: x.unsqueeze(1), lambda x: x.reshape(5, 4, 3), lambda x: x.reshape(-1), lambda x: x.narrow(2, 1, 2),
+        lambda x: x.diagonal(0, 1, 2), lambda x: x.unfold(1, 2, 1), lambda x: x.split(2, 1)[1], lambda x: x + 1,
+        lambda x: x.movedim(0, 2))], True),
     ("conv2d", lambda L, m: L.conv2d(m(2, 4, 9, 9), m(6, 2, 3, 3), m(6), stride=2, padding=1, groups=2), True),
     ("conv2d_same", lambda L, m: L.conv2d(m(1, 3, 8, 8), m(4, 3, 3, 3), padding="same"), True),
     ("conv2d_unbatched", lambda L, m: L.conv2d(m(3, 8, 8), m(4, 3, 3, 3), dilation=2), True),

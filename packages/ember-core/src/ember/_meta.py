@@ -29,7 +29,7 @@ import numpy as np
 from . import _dtype as D
 from . import _promotion as P
 from ._dispatch import FORCED, RECORD, Call, run_layers
-from ._meta_array import MetaArray, contiguous_byte_strides, no_data, stand_in
+from ._meta_array import MetaArray, contiguous_byte_strides, extent, no_data, stand_in
 from ._registry import STAND_INS, TORCH_NAME, _general, elementwise_impl
 from ._tensor import Tensor, _wrap_dim
 
@@ -194,7 +194,7 @@ def _by_stand_ins(op, args, kwargs):
 
     def swap(x):
         if _meta(x):
-            s = stand_in(x._data)
+            s = stand_in(x._data, extent((x._base if x._base is not None else x)._data))
             parents[id(s)] = (x, s)
             return _wrap(s)
         if type(x) in (list, tuple):
@@ -441,7 +441,7 @@ def _to_copy(op, input, *, dtype=None, device=None):
         no_data()
     a = input._data
     dtype = a.dtype if dtype is None else np.dtype(D.storage(dtype))
-    return _new(a.shape, dtype, [s // a.itemsize * dtype.itemsize for s in a.strides] if _dense(a) else None)
+    return _new(a.shape, dtype, _strides_like(a, dtype.itemsize))  # (the input's layout, as PyTorch's)
 
 
 _RESHAPES = {"reshape", "view", "view_as", "reshape_as", "flatten", "unflatten", "ravel"}

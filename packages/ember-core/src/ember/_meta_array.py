@@ -103,19 +103,23 @@ def _zero_pages(nbytes):
     return np.frombuffer(mmap.mmap(-1, nbytes, flags=flags, prot=mmap.PROT_READ), np.uint8)
 
 
-def stand_in(a):
-    """A NumPy array of ``a``'s shape, dtype, strides and offset whose elements are zeros (writes to it, which some
-    implementations make into buffers such as running statistics, are lost; one over zero pages is read-only)."""
+def stand_in(a, storage=0):
+    """A NumPy array of ``a``'s shape, dtype, strides and offset whose elements are zeros, over a buffer of at least
+    ``storage`` elements (the extent of the storage ``a`` views: ops such as as_strided address all of it). Writes to
+    it, which some implementations make into buffers such as running statistics, are lost; one over zero pages is
+    read-only."""
     item = a.itemsize
     steps = [s // item for s in a.strides]
-    low = a.offset + sum((n - 1) * s for n, s in zip(a.shape, steps) if s < 0 and n)
-    high = a.offset + sum((n - 1) * s for n, s in zip(a.shape, steps) if s > 0 and n)
-    if low < 0 or 0 in a.shape:
+    if any(s < 0 for s in steps):
         return np.zeros(a.shape, a.dtype)
-    count = high + 1
-    small = count * item <= _SMALL
-    buf = np.zeros(count, a.dtype) if small else _zero_pages(count * item).view(a.dtype)
-    return np.lib.stride_tricks.as_strided(buf[a.offset:], a.shape, a.strides, writeable=small)
+    count = max(storage, a.offset + 1 + sum((n - 1) * s for n, s in zip(a.shape, steps) if n))
+    buf = np.zeros(count * item, np.uint8) if count * item <= _SMALL else _zero_pages(count * item)
+    return np.ndarray(a.shape, a.dtype, buffer=buf, offset=a.offset * item, strides=a.strides)
+
+
+def extent(a):
+    """How many elements of its storage ``a`` reaches (from the storage's start)."""
+    return a.offset + 1 + sum((n - 1) * s // a.itemsize for n, s in zip(a.shape, a.strides) if n and s > 0)
 
 
 class meta_xp:
