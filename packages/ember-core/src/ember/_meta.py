@@ -11,16 +11,18 @@ to the calls of CPU tensors. A result is found in one of three ways:
   linear, convolutions, cat/stack, repeat, copies) and the reductions. A rule computes the shape from the input
   shapes and gets the dtype (and dtype errors) from a run on stand-ins whose dims are all 1 (for convolutions:
   one channel per group). Reshapes follow PyTorch's rule for when a reshape can be a view.
-* Every other op runs its implementation on stand-ins: arrays of the meta tensors' shapes, strides and offsets over
-  zero pages (a read-only anonymous mapping without reserve: reading it maps the kernel's shared zero page, so it
-  costs no memory whatever its size). A result that views a stand-in becomes a view of the meta tensor with the
-  same strides and offset; any other result gives its shape and dtype and is dropped. Views run so at any size; other
+* Every other op runs its implementation on stand-ins (``_meta_array.stand_in``): zeros with the meta tensors'
+  shapes, strides and offsets in a buffer as long as their storage, over zero pages when large (a read-only anonymous
+  mapping without reserve: reading it maps the kernel's shared zero page, so it costs no memory whatever its size).
+  A result that views a stand-in becomes the same view of the meta tensor; any other result gives its shape, dtype
+  and (dense) strides, as ember's CPU implementation lays it out, and is dropped. An op that fails on zeros (a value
+  check) runs again on ones with twos on the diagonals; random streams are restored. Views run so at any size; other
   ops only while every input has at most ``RUN_LIMIT`` elements (their work is proportional to their inputs), else
   they raise NotImplementedError naming the op.
 
 Ops whose result's size depends on the values (nonzero, unique, masked_select, boolean-mask indexing, ...) raise
 PyTorch's NotImplementedError; reading values raises as PyTorch does. A call with an input that requires grad is
-recorded by autograd like any other, so backward runs the VJPs on meta tensors and gives meta gradients.
+recorded by autograd with a VJP that gives each input a meta gradient of its shape and dtype (``_MetaOp``).
 """
 import math
 
