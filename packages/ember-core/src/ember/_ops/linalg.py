@@ -6,7 +6,7 @@ import types
 import numpy as np
 
 from .. import _dtype as D
-from .. import _factory
+from .. import _factory, _parallel
 from .. import _promotion as P
 from .._halfcast import narrow, widen
 from .._registry import REGISTRY, TORCH_NAME, op
@@ -58,8 +58,26 @@ def _mm(xp, a, b):
     an inner dim of one (batches of outer products, as per-example weight gradients are) multiply with broadcasting:
     the same values, where NumPy's matmul takes a loop without BLAS, three times slower."""
     if a.ndim > 2 and b.ndim > 1 and a.shape[-1] == 1 and b.shape[-2] == 1:
-        return upcast(a) * upcast(b) if xp is np else a * b
+        return _outer(upcast(a), upcast(b)) if xp is np else a * b
     return xp.matmul(upcast(a), upcast(b)) if xp is np else xp.matmul(a, b)
+
+
+def _outer(a, b):
+    """Batches of outer products ``a`` (..., m, 1) times ``b`` (..., 1, n): written with the longer of m and n
+    innermost (else as the transpose of the other product: a view), and over the cores by the leading dim when
+    large (the products only write memory: one core's writes take twice as long)."""
+    if a.shape[-2] > b.shape[-1]:
+        return _outer(b.mT, a.mT).mT
+    shape = np.broadcast_shapes(a.shape, b.shape)
+    out = np.empty(shape, np.result_type(a, b))
+    if out.size < _parallel.MIN_SIZE or shape[0] < 2:
+        return np.multiply(a, b, out=out)
+
+    def part(lo, hi):
+        np.multiply(*(t[lo:hi] if t.ndim == out.ndim and t.shape[0] > 1 else t for t in (a, b)), out=out[lo:hi])
+    if _parallel._parts(part, (0, shape[0] // 2, shape[0])) is None:
+        np.multiply(a, b, out=out)
+    return out
 
 
 def _rounded(r, dtype):
