@@ -10,14 +10,11 @@ The recipe is PyTorch's eager-mode one (``torch.ao.quantization``, ``torch.ao.ns
 lines printed are e.g. ``float32: accuracy 98.1%``, ``int8, 3-bit weights: accuracy 96.9%``, ``worst SQNR:
 module.3 (14.1 dB)`` and ``module.3 kept in float32: accuracy 97.8%``.
 """
-import argparse
 import copy
-import os
 import time
-import warnings
 
-from quantize_digits import train
-from train_digits import evaluate, load_data, make_model
+from quantize_digits import float_model, float_model_parser
+from train_digits import evaluate
 
 import ember
 import ember.ao.quantization as tq
@@ -57,26 +54,13 @@ def quantize(fused, qconfig, calibration, keep=None):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--epochs", type=int, default=3, help="float32 training epochs (without --checkpoint)")
-    parser.add_argument("--checkpoint", help="a checkpoint of train_digits.py to use instead of training")
+    parser = float_model_parser(__doc__.splitlines()[0])
     parser.add_argument("--weight-bits", type=int, default=3, choices=range(2, 9))
     parser.add_argument("--plot", help="save the report's chart to this file (needs matplotlib)")
-    parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
-    # (PyTorch's notice that its quantized tensor factories are deprecated, which ember repeats)
-    warnings.filterwarnings("ignore", message=".*quantized tensor creation functions.*")
 
     start = time.perf_counter()
-    ember.manual_seed(args.seed)
-    train_set, test_set = load_data(args.seed)
-    model = make_model()
-    if args.checkpoint:
-        if not os.path.exists(args.checkpoint):
-            parser.error(f"--checkpoint: no file at {args.checkpoint}")
-        model.load_state_dict(ember.load(args.checkpoint)["model"])
-    else:
-        train(model, train_set, args.epochs, args.seed)
+    model, train_set, test_set = float_model(parser, args)
     test_loader = DataLoader(test_set, batch_size=512)
 
     # the float model as quantization sees it: input quantized and logits dequantized, conv+ReLU fused

@@ -57,18 +57,19 @@ def quantize(model, calibration, engine):
     return tq.convert(q, inplace=True)
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def float_model_parser(description):
+    """The options of the float32 model the digits quantization examples start from."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--epochs", type=int, default=3, help="float32 training epochs (without --checkpoint)")
-    parser.add_argument("--checkpoint", help="a checkpoint of train_digits.py to quantize instead of training")
-    parser.add_argument("--engine", default="x86", choices=ember.backends.quantized.supported_engines)
-    parser.add_argument("--calibration-batches", type=int, default=8, help="batches of 32 training images")
+    parser.add_argument("--checkpoint", help="a checkpoint of train_digits.py to use instead of training")
     parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def float_model(parser, args):
+    """(model, train set, test set): the float32 digits CNN, trained for ``--epochs`` or read from ``--checkpoint``."""
     # (PyTorch's notice that its quantized tensor factories are deprecated, which ember repeats)
     warnings.filterwarnings("ignore", message=".*quantized tensor creation functions.*")
-
-    start = time.perf_counter()
     ember.manual_seed(args.seed)
     train_set, test_set = load_data(args.seed)
     model = make_model()
@@ -78,6 +79,17 @@ def main(argv=None):
         model.load_state_dict(ember.load(args.checkpoint)["model"])
     else:
         train(model, train_set, args.epochs, args.seed)
+    return model, train_set, test_set
+
+
+def main(argv=None):
+    parser = float_model_parser(__doc__.splitlines()[0])
+    parser.add_argument("--engine", default="x86", choices=ember.backends.quantized.supported_engines)
+    parser.add_argument("--calibration-batches", type=int, default=8, help="batches of 32 training images")
+    args = parser.parse_args(argv)
+
+    start = time.perf_counter()
+    model, train_set, test_set = float_model(parser, args)
     test_loader = DataLoader(test_set, batch_size=256)
     float_accuracy, float_size = evaluate(model, test_loader), size_kb(model)
 
