@@ -23,6 +23,8 @@ from ember.autograd import grad as _autograd_grad
 
 from ._jac import hessian, jacfwd, jacrev
 from ._misc import debug_unwrap, functionalize, rearrange
+from ._pytree import leaves as _leaves
+from ._pytree import tree_map as _map
 from ._vmap import STATE as _VMAP
 from ._vmap import align as _align
 from ._vmap import as_batched as _as_batched
@@ -51,22 +53,6 @@ def _nested():
 
 
 # ---- pytrees of tensors (tuples, lists, dicts) ----
-
-def _leaves(tree):
-    if isinstance(tree, (tuple, list)):
-        return [leaf for item in tree for leaf in _leaves(item)]
-    if isinstance(tree, dict):
-        return [leaf for item in tree.values() for leaf in _leaves(item)]
-    return [tree]
-
-
-def _map(fn, tree):
-    if isinstance(tree, (tuple, list)):
-        return type(tree)(_map(fn, item) for item in tree)
-    if isinstance(tree, dict):
-        return {k: _map(fn, v) for k, v in tree.items()}
-    return fn(tree)
-
 
 def _check_tensors(tree):
     for leaf in _leaves(tree):

@@ -5,27 +5,10 @@ import functools
 import ember
 from ember._tensor import Tensor
 
+from ._pytree import leaves as _leaves
+from ._pytree import unflatten as _unflatten
+
 __all__ = ["hessian", "jacfwd", "jacrev"]
-
-
-def _leaves(tree):
-    if isinstance(tree, (tuple, list)):
-        return [leaf for item in tree for leaf in _leaves(item)]
-    if isinstance(tree, dict):
-        return [leaf for item in tree.values() for leaf in _leaves(item)]
-    return [tree]
-
-
-def _unflatten(tree, leaves):
-    it = iter(leaves)
-
-    def build(t):
-        if isinstance(t, (tuple, list)):
-            return type(t)(build(v) for v in t)
-        if isinstance(t, dict):
-            return {k: build(v) for k, v in t.items()}
-        return next(it)
-    return build(tree)
 
 
 def _argnums(argnums, args, name):

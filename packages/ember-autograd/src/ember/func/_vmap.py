@@ -20,6 +20,9 @@ import warnings
 from ember import _dispatch, _random
 from ember._tensor import Tensor, _size, _wrap_dim
 
+from ._pytree import leaves as _flatten
+from ._pytree import unflatten as _unflatten
+
 __all__ = ["vmap"]
 
 
@@ -381,14 +384,6 @@ def _is_leaf(x):
     return not isinstance(x, (tuple, list, dict))
 
 
-def _flatten(tree):
-    if isinstance(tree, (tuple, list)):
-        return [leaf for item in tree for leaf in _flatten(item)]
-    if isinstance(tree, dict):
-        return [leaf for item in tree.values() for leaf in _flatten(item)]
-    return [tree]
-
-
 def _spec(tree):
     if isinstance(tree, (tuple, list)):
         return f"{type(tree).__name__}({', '.join(_spec(v) for v in tree)})"
@@ -411,19 +406,6 @@ def _broadcast_prefix(prefix, tree, error):
     if len(prefix) != len(tree):
         raise error()
     return [d for p, t in zip(prefix, tree) for d in _broadcast_prefix(p, t, error)]
-
-
-def _unflatten(tree, leaves):
-    it = iter(leaves)
-
-    def build(t):
-        if isinstance(t, (tuple, list)):
-            items = [build(v) for v in t]
-            return type(t)(*items) if hasattr(t, "_fields") else type(t)(items)
-        if isinstance(t, dict):
-            return {k: build(v) for k, v in t.items()}
-        return next(it)
-    return build(tree)
 
 
 def _check_dims(dims, what, name):
