@@ -1,7 +1,8 @@
 """numba loops of quantized tensors (loaded through ``ember._jit`` only, never by ``import ember``).
 
 ``quantize_fused`` is PyTorch's 8-bit ``quantize_per_tensor`` in one pass: ``rint(fma(x, inv, zero_point))``
-clamped to ``[lo, hi]``, with LLVM's fused multiply-add (the instruction where the CPU has one).
+clamped to ``[lo, hi]``, with LLVM's fused multiply-add (the instruction where the CPU has one); ``dequantize`` its
+inverse, ``(float32(q) - zero_point) * scale`` (the operations and order of the NumPy path: the same bits).
 """
 import numba
 import numpy as np
@@ -13,6 +14,12 @@ from ._numba_kernels import _fma
 def quantize_fused(x, inv, zero_point, lo, hi, out):
     for i in range(x.size):
         out[i] = np.int32(min(max(np.rint(_fma(x[i], inv, zero_point)), lo), hi))
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy")
+def dequantize(q, zero_point, scale, out):
+    for i in range(q.size):
+        out[i] = (np.float32(q[i]) - zero_point) * scale
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")

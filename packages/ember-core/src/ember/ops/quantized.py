@@ -13,7 +13,7 @@ import builtins
 import numpy as np
 
 from .. import _dtype as D
-from .. import _jit, _parallel
+from .. import _jit, _parallel, _qgemm
 from .. import _qtypes as Q
 from .. import _quantized as _qt
 from .._registry import REGISTRY
@@ -422,10 +422,10 @@ class LinearPackedParams:
     """A quantized weight (qint8, per tensor or per channel along dim 0) and its float bias, as
     ``linear_prepack`` packs them for ``linear``/``linear_dynamic``; ``unpack()`` gives them back."""
 
-    __slots__ = ("weight", "bias", "_centered")
+    __slots__ = ("weight", "bias", "_centered", "_int8")
 
     def __init__(self, weight, bias):
-        self.weight, self.bias, self._centered = weight, bias, None
+        self.weight, self.bias, self._centered, self._int8 = weight, bias, None, None
 
     def unpack(self):
         return self.weight, self.bias
@@ -438,11 +438,18 @@ class LinearPackedParams:
             self._centered = c, int(np.abs(c).max(initial=0))
         return self._centered
 
+    def int8(self):
+        """The weight as ``ember._qgemm``'s compiled product takes it."""
+        if self._int8 is None:
+            self._int8 = _qgemm.Int8Weight(self.weight._data.arr.reshape(self.weight._data.shape[0], -1),
+                                           _weight_params(self.weight)[1])
+        return self._int8
+
     def __getstate__(self):
         return self.unpack()
 
     def __setstate__(self, state):
-        (self.weight, self.bias), self._centered = state, None
+        (self.weight, self.bias), self._centered, self._int8 = state, None, None
 
 
 def linear_prepack(W, B=None):
@@ -498,9 +505,11 @@ def _accumulate(X, packed, name):
     k = packed.weight._data.shape[1]
     if X._data.shape[-1] != k:
         raise RuntimeError(f"The number of rows in the packB should be equal to K: {X._data.shape[-1]}")
-    xi = X._data.arr.reshape(-1, k).astype(_f32)
-    xi -= qx.zero_point
-    acc = _int_matmul(xi, packed.centered()[0], _bound(qx.zero_point, packed))
+    acc = _qgemm.product(X._data.arr.reshape(-1, k), qx.zero_point, packed.int8())
+    if acc is None:
+        xi = X._data.arr.reshape(-1, k).astype(_f32)
+        xi -= qx.zero_point
+        acc = _int_matmul(xi, packed.centered()[0], _bound(qx.zero_point, packed))
     return acc, _f32(qx.scale) * _weight_params(packed.weight)[0]
 
 
@@ -558,11 +567,11 @@ class ConvPackedParams:
     ``conv{1,2,3}d_prepack`` packs them; ``unpack()`` gives (weight, bias). A 1-d weight is kept as 2-d with a
     height of 1, as PyTorch keeps it."""
 
-    __slots__ = ("weight", "bias", "_stride", "_padding", "_dilation", "_groups", "_centered")
+    __slots__ = ("weight", "bias", "_stride", "_padding", "_dilation", "_groups", "_centered", "_int8")
     centered = LinearPackedParams.centered
 
     def __init__(self, weight, bias, stride, padding, dilation, groups):
-        self.weight, self.bias, self._centered = weight, bias, None
+        self.weight, self.bias, self._centered, self._int8 = weight, bias, None, None
         self._stride, self._padding, self._dilation = list(stride), list(padding), list(dilation)
         self._groups = int(groups)
 
@@ -587,12 +596,18 @@ class ConvPackedParams:
     def output_padding(self):
         return [0] * len(self._stride)
 
+    def int8(self):
+        """The weight as ``ember._qgemm``'s compiled convolution takes it."""
+        if self._int8 is None:
+            self._int8 = _qgemm.ConvWeight(self.weight._data.arr, _weight_params(self.weight)[1], self._groups)
+        return self._int8
+
     def __getstate__(self):
         return self.weight, self.bias, self._stride, self._padding, self._dilation, self._groups
 
     def __setstate__(self, state):
         self.weight, self.bias, self._stride, self._padding, self._dilation, self._groups = state
-        self._centered = None
+        self._centered = self._int8 = None
 
 
 def _conv_prepack(weight, bias, stride, padding, dilation, groups, dims):
@@ -668,10 +683,13 @@ def _conv(qx, packed, args, relu, dims, name):
                            f"{w._data.shape[1] * packed.groups()}")
     w_scale = _weight_params(w)[0]
     shape = (-1,) + (1,) * (w._data.ndim - 2)
-    xi = x.astype(_f32)
-    xi -= q.zero_point
-    acc = _conv_accumulate(xi, packed.centered()[0].reshape(w._data.shape), packed.stride(), packed.padding(),
-                           packed.dilation(), packed.groups(), _bound(q.zero_point, packed))
+    acc = _qgemm.conv(x, q.zero_point, packed.int8(), w._data.shape[2:], packed.stride(), packed.padding(),
+                      packed.dilation())
+    if acc is None:
+        xi = x.astype(_f32)
+        xi -= q.zero_point
+        acc = _conv_accumulate(xi, packed.centered()[0].reshape(w._data.shape), packed.stride(), packed.padding(),
+                               packed.dilation(), packed.groups(), _bound(q.zero_point, packed))
     ats = _f32(q.scale) * w_scale
     y = acc.astype(_f32)
     if packed.bias is not None:

@@ -3,11 +3,15 @@
 The integers (``q - zero_point``, at most 255 in magnitude) are held as floats. A float32 product is exact while
 every partial sum stays below 2**24 in magnitude (each partial sum is an integer of at most
 ``max|x| * sum|w|``); float64 is exact up to 2**53. Weights carry their rows' absolute sums, so the check costs
-nothing unless the bound from the input's integer range fails; then the input's actual range decides.
+nothing unless the bound from the input's integer range fails; then the input's actual range decides. Where
+ember-core's compiled integer product serves (``ember._qgemm``: AVX-512 VNNI), quint8 inputs take it instead, with the
+same (exact) sums.
 """
 import math
 
 import numpy as np
+
+from ember import _qgemm
 
 _F32_EXACT = 2.0 ** 24
 
@@ -15,12 +19,17 @@ _F32_EXACT = 2.0 ** 24
 class IntWeight:
     """A weight's integers ``w - zero_point`` ready for products: ``rows`` (dim 0, the rest) as float32, the
     largest absolute sum an output sums over (a row's; of a transposed convolution's weight (in, out / groups,
-    *kernel), an output channel's over inputs and kernel offsets), and the float64 copy made on first need."""
+    *kernel), an output channel's over inputs and kernel offsets), and the float64 copy made on first need; ``int8``,
+    the integers as ``ember._qgemm`` takes them (a linear weight's, or with ``groups`` a convolution's)."""
 
-    __slots__ = ("rows", "row_abs_max", "_rows64")
+    __slots__ = ("rows", "row_abs_max", "_rows64", "int8")
 
-    def __init__(self, w_int, zero_points, transposed=False):
+    def __init__(self, w_int, zero_points, transposed=False, groups=None):
         """``zero_points``: a number, or one per index of dim 0, or an array that broadcasts against ``w_int``."""
+        self.int8 = None
+        if not transposed and w_int.dtype == np.int8:
+            self.int8 = (_qgemm.Int8Weight(w_int, zero_points) if groups is None else
+                         _qgemm.ConvWeight(w_int, zero_points, groups))
         zp = np.asarray(zero_points, np.float64)
         if zp.ndim == 1:
             zp = zp.reshape((-1,) + (1,) * (w_int.ndim - 1))
@@ -61,7 +70,11 @@ def bound(zero_point, qmin, qmax):
 
 
 def linear(x_int, zero_point, x_bound, weight):
-    """``(x - zero_point) @ w.T`` exactly: (..., in) integers by the (out, in) weight, as floats."""
+    """``(x - zero_point) @ w.T`` exactly: (..., in) integers by the (out, in) weight, as floats (or int32)."""
+    if x_int.dtype == np.uint8 and isinstance(weight.int8, _qgemm.Int8Weight):
+        acc = _qgemm.product(x_int.reshape(-1, x_int.shape[-1]), zero_point, weight.int8)
+        if acc is not None:
+            return acc.reshape(x_int.shape[:-1] + (acc.shape[1],))
     x = centered(x_int, zero_point)
     dtype = weight.dtype_for(x, x_bound)
     x = x.astype(dtype, copy=False).reshape(-1, x_int.shape[-1])
@@ -92,6 +105,12 @@ def pad(x, padding, mode="zeros"):
 def conv(x_int, zero_point, x_bound, weight, kernel, stride, padding, dilation, groups, padding_mode="zeros"):
     """The exact (N, O, *out) convolution sums of integers ``x_int`` (N, C, *L) minus ``zero_point`` by the
     weight (O, C / groups, *kernel) (zero padding pads with the zero point: a real zero)."""
+    if x_int.dtype == np.uint8 and isinstance(weight.int8, _qgemm.ConvWeight):
+        if padding_mode != "zeros":
+            x_int, padding = pad(x_int, padding, padding_mode), (0,) * len(padding)
+        acc = _qgemm.conv(x_int, zero_point, weight.int8, kernel, stride, padding, dilation)
+        if acc is not None:
+            return acc
     x = centered(x_int, zero_point)
     dtype = weight.dtype_for(x, x_bound)
     x = pad(x.astype(dtype, copy=False), padding, padding_mode)

@@ -118,7 +118,7 @@ class ConvWeight:
         w_int = _qarray.ints(weight)
         if not transposed:
             self.scales, self.zero_points = _weight_params(weight)
-            self.int_weight = _intmath.IntWeight(w_int, self.zero_points)
+            self.int_weight = _intmath.IntWeight(w_int, self.zero_points, groups=groups)
             return
         q = _qarray.quantizer(weight)
         if q.per_channel:  # (qnnpack alone takes them: one scale per output channel, along dim 1)

@@ -1,0 +1,104 @@
+"""numba loops of the integer product of ``ember._qgemm`` (loaded through ``ember._jit`` only, never by ``import
+ember``; used only where the CPU has AVX-512 VNNI).
+
+``gemm`` multiplies uint8 rows by an int8 weight packed as ``(panels, groups, NR * 16, 4)``: for each panel of
+``NR * 16`` output columns and each group of 4 consecutive inputs, the 4 weight bytes of every column side by side.
+A tile of ``MR`` (or fewer) rows by one panel keeps its ``MR * NR`` accumulators (16 int32 columns each) in
+registers through all the groups: per group, ``NR`` 64-byte loads of the weight, one 4-byte broadcast per row, and
+``MR * NR`` ``vpdpbusd`` (u8 x s8 products summed four at a time into int32 lanes, no saturation). The tile is LLVM IR
+written here (``_tile``), as numba would widen the int32 products to int64 and never reach the instruction.
+"""
+import numba
+from llvmlite import ir
+from numba.core import cgutils, types
+from numba.core.extending import intrinsic
+
+MR = 6  # rows per tile
+NR = 4  # zmm registers of 16 int32 columns per tile: 6 x 4 accumulators, 4 weight vectors and a broadcast: 29 of 32
+_I64, _I32 = ir.IntType(64), ir.IntType(32)
+_V16 = ir.VectorType(_I32, 16)
+
+
+def _tile(mr):
+    """An intrinsic ``tile(a, lda, b, init, c, ldc, groups)`` on addresses: ``c[r, :NR * 16] = init + sum over groups
+    g of a[r, 4g:4g + 4] . b[g, :, :]`` for the ``mr`` rows ``r`` of ``a`` (``lda`` bytes apart), ``c``'s rows ``ldc``
+    int32 apart."""
+    def _(context, builder, sig, args):
+        a, lda, b, init, c, ldc, groups = args
+        const = lambda v: ir.Constant(_I64, v)  # noqa: E731
+        i8p = ir.IntType(8).as_pointer()
+        dot = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_V16, [_V16] * 3),
+                                             "llvm.x86.avx512.vpdpbusd.512")
+        pa, pb, pc = (builder.inttoptr(v, i8p) for v in (a, b, c))
+        vector_at = lambda p, offset: builder.bitcast(builder.gep(p, [offset]), _V16.as_pointer())  # noqa: E731
+        start = [builder.load(vector_at(builder.inttoptr(init, i8p), const(64 * j)), align=4) for j in range(NR)]
+        entry = builder.block
+        loop, done = builder.append_basic_block("tile.loop"), builder.append_basic_block("tile.done")
+        builder.cbranch(builder.icmp_signed(">", groups, const(0)), loop, done)
+
+        builder.position_at_end(loop)
+        g = builder.phi(_I64)
+        acc = [[builder.phi(_V16) for _ in range(NR)] for _ in range(mr)]
+        g.add_incoming(const(0), entry)
+        b_off = builder.mul(g, const(NR * 64))
+        bv = [builder.load(vector_at(pb, builder.add(b_off, const(64 * j))), align=1) for j in range(NR)]
+        a_off = builder.mul(g, const(4))
+        new = []
+        for r in range(mr):
+            p = builder.gep(pa, [builder.add(a_off, builder.mul(lda, const(r)))])
+            word = builder.load(builder.bitcast(p, _I32.as_pointer()), align=1)
+            v = builder.insert_element(ir.Constant(_V16, ir.Undefined), word, ir.Constant(_I32, 0))
+            v = builder.shuffle_vector(v, ir.Constant(_V16, ir.Undefined), ir.Constant(_V16, None))  # broadcast
+            new.append([builder.call(dot, [acc[r][j], v, bv[j]]) for j in range(NR)])
+        g_next = builder.add(g, const(1))
+        g.add_incoming(g_next, loop)
+        for r in range(mr):
+            for j in range(NR):
+                acc[r][j].add_incoming(start[j], entry)
+                acc[r][j].add_incoming(new[r][j], loop)
+        builder.cbranch(builder.icmp_signed("<", g_next, groups), loop, done)
+
+        builder.position_at_end(done)
+        result = [[builder.phi(_V16) for _ in range(NR)] for _ in range(mr)]
+        for r in range(mr):
+            for j in range(NR):
+                result[r][j].add_incoming(start[j], entry)
+                result[r][j].add_incoming(new[r][j], loop)
+                offset = builder.mul(builder.add(builder.mul(ldc, const(r)), const(16 * j)), const(4))
+                builder.store(result[r][j], vector_at(pc, offset), align=4)
+        return context.get_dummy_value()
+
+    def typer(typingctx, a, lda, b, init, c, ldc, groups):
+        return types.void(*[types.intp] * 7), _
+
+    return intrinsic(typer)
+
+
+_t1, _t2, _t3, _t4, _t5, _t6 = (_tile(m) for m in range(1, MR + 1))
+
+
+@numba.njit(cache=True, nogil=True)
+def gemm(a, b, init, c, m0, m1, p0, p1):
+    """``c[m0:m1, panels p0:p1] = a[m0:m1] @ b + init`` (int32): ``a`` uint8 (M, 4 * groups), ``b`` the packed int8
+    weight (panels, groups, NR * 16, 4), ``init`` int32 (panels * NR * 16,), ``c`` int32 (M, panels * NR * 16)."""
+    groups, width = b.shape[1], NR * 16
+    lda, ldc = a.shape[1], c.shape[1]
+    for p in range(p0, p1):
+        bp = b.ctypes.data + p * groups * width * 4
+        ip = init.ctypes.data + p * width * 4
+        for m in range(m0, m1, MR):
+            ap = a.ctypes.data + m * lda
+            cp = c.ctypes.data + (m * ldc + p * width) * 4
+            rows = min(MR, m1 - m)
+            if rows == 6:
+                _t6(ap, lda, bp, ip, cp, ldc, groups)
+            elif rows == 5:
+                _t5(ap, lda, bp, ip, cp, ldc, groups)
+            elif rows == 4:
+                _t4(ap, lda, bp, ip, cp, ldc, groups)
+            elif rows == 3:
+                _t3(ap, lda, bp, ip, cp, ldc, groups)
+            elif rows == 2:
+                _t2(ap, lda, bp, ip, cp, ldc, groups)
+            else:
+                _t1(ap, lda, bp, ip, cp, ldc, groups)

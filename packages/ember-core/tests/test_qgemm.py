@@ -1,0 +1,103 @@
+"""The integer product of quantized layers (ember._qgemm): the compiled u8 x s8 loop (only where the CPU has AVX-512
+VNNI) equals the int64 product for every input, and the ops give the same integers on it and on the float path."""
+import numpy as np
+import pytest
+
+import ember
+from ember import _jit, _qgemm
+
+vnni = pytest.mark.skipif(not _qgemm.has_vnni(), reason="the compiled u8 x s8 product needs AVX-512 VNNI")
+rng = np.random.default_rng(19)
+
+
+def _reference(a, za, w, zb):
+    return (a.astype(np.int64) - za) @ (w.astype(np.int64) - np.asarray(zb, np.int64).reshape(-1, 1)).T
+
+
+@vnni
+@pytest.mark.parametrize("m, k, n", [(1, 1, 1), (7, 13, 70), (6, 4, 64), (13, 5, 65), (300, 37, 130), (2, 1024, 257),
+                                     (256, 1024, 1024)])
+@pytest.mark.parametrize("zero_points", ["none", "per_row"])
+def test_product_is_exact(m, k, n, zero_points):
+    a = rng.integers(0, 256, (m, k), dtype=np.uint8)
+    w = rng.integers(-128, 128, (n, k), dtype=np.int8)
+    zb = rng.integers(-128, 128, n) if zero_points == "per_row" else np.zeros(n, np.int64)
+    za = int(rng.integers(0, 256))
+    with _jit.forced():
+        c = _qgemm.product(a, za, _qgemm.Int8Weight(w, zb))
+    assert c is not None and c.dtype == np.int32
+    np.testing.assert_array_equal(c, _reference(a, za, w, zb))
+
+
+@vnni
+@pytest.mark.parametrize("a_value, w_value, za, zb", [(255, -128, 0, 127), (255, -128, 255, -128), (0, 127, 255, -128),
+                                                      (255, 127, 0, 0)])
+def test_product_extremes(a_value, w_value, za, zb):
+    """The longest product the loop takes, of the largest magnitudes, with the largest zero-point terms."""
+    k = _qgemm.K_MAX
+    a = np.full((3, k), a_value, np.uint8)
+    w = np.full((17, k), w_value, np.int8)
+    with _jit.forced():
+        c = _qgemm.product(a, za, _qgemm.Int8Weight(w, zb))
+    np.testing.assert_array_equal(c, _reference(a, za, w, np.full(17, zb)))
+    longer = _qgemm.Int8Weight(np.zeros((1, k + 1), np.int8), 0)
+    assert _qgemm.product(np.zeros((1, k + 1), np.uint8), 0, longer) is None  # (the float path's)
+
+
+@vnni
+@pytest.mark.parametrize("shape, weight, stride, padding, dilation, groups", [
+    ((2, 6, 9, 7), (8, 3, 3, 2), (1, 2), (1, 0), (1, 1), 2),
+    ((1, 3, 5, 5), (5, 3, 2, 2), (2, 1), (2, 2), (2, 1), 1),
+    ((3, 4, 6, 8), (8, 1, 3, 3), (1, 1), (1, 1), (1, 1), 4),
+    ((2, 5, 4, 3, 5), (7, 5, 2, 1, 3), (1, 1, 2), (0, 1, 1), (1, 2, 1), 1),
+])
+def test_conv_is_exact(shape, weight, stride, padding, dilation, groups):
+    torch = pytest.importorskip("torch")
+    x = rng.integers(0, 256, shape, dtype=np.uint8)
+    w = rng.integers(-128, 128, weight, dtype=np.int8)
+    zb, za = rng.integers(-3, 3, weight[0]), 77
+    with _jit.forced():
+        r = _qgemm.conv(x, za, _qgemm.ConvWeight(w, zb, groups), weight[2:], stride, padding, dilation)
+    f = torch.nn.functional.conv2d if len(shape) == 4 else torch.nn.functional.conv3d
+    zb_shape = (-1,) + (1,) * (len(shape) - 1)
+    ref = f(torch.tensor(x.astype(np.float64) - za), torch.tensor(w.astype(np.float64) - zb.reshape(zb_shape)), None,
+            stride, padding, dilation, groups).numpy()
+    assert r.shape == ref.shape
+    np.testing.assert_array_equal(r, ref)
+
+
+def test_without_vnni_the_float_path_serves(monkeypatch):
+    monkeypatch.setattr(_qgemm, "_cpu", [False])
+    with _jit.forced():
+        assert _qgemm.product(np.ones((8, 8), np.uint8), 0, _qgemm.Int8Weight(np.ones((8, 8), np.int8), 0)) is None
+        assert _qgemm.conv(np.ones((1, 1, 3, 3), np.uint8), 0, _qgemm.ConvWeight(np.ones((1, 1, 1, 1), np.int8), 0, 1),
+                           (1, 1), (1, 1), (0, 0), (1, 1)) is None
+
+
+def _linear_and_conv(engine_path):
+    """ops.quantized linear, dynamic linear and conv2d outputs (odd sizes, per-channel weights with zero points)."""
+    r = np.random.default_rng(3)
+    x = ember.quantize_per_tensor(ember.tensor(r.standard_normal((5, 37)).astype(np.float32)), 0.05, 117,
+                                  ember.quint8)
+    w = ember.quantize_per_channel(ember.tensor(r.standard_normal((19, 37)).astype(np.float32)),
+                                   ember.tensor(r.uniform(0.01, 0.03, 19)), ember.tensor(r.integers(-4, 4, 19)), 0,
+                                   ember.qint8)
+    packed = ember.ops.quantized.linear_prepack(w, ember.tensor(r.standard_normal(19).astype(np.float32)))
+    xc = ember.quantize_per_tensor(ember.tensor(r.standard_normal((2, 6, 9, 7)).astype(np.float32)), 0.05, 117,
+                                   ember.quint8)
+    wc = ember.quantize_per_tensor(ember.tensor(r.standard_normal((8, 3, 3, 2)).astype(np.float32)), 0.02, 0,
+                                   ember.qint8)
+    pc = ember.ops.quantized.conv2d_prepack(wc, None, [1, 2], [1, 0], [1, 1], 2)
+    with engine_path():
+        return (ember.ops.quantized.linear(x, packed, 0.3, 64).int_repr().numpy(),
+                ember.ops.quantized.linear_dynamic(x.dequantize(), packed).numpy(),
+                ember.ops.quantized.conv2d(xc, pc, 0.2, 50).int_repr().numpy())
+
+
+@vnni
+def test_ops_agree_on_both_paths(monkeypatch):
+    compiled = _linear_and_conv(_jit.forced)
+    monkeypatch.setattr(_qgemm, "_cpu", [False])
+    floats = _linear_and_conv(_jit.forced)
+    for a, b in zip(compiled, floats):
+        np.testing.assert_array_equal(a, b)
