@@ -1,5 +1,6 @@
-"""Quantized tensors against PyTorch: ``quantize_per_tensor`` of 1M float32 values to quint8 (the compiled loop
-once ready, split over the cores), its dequantization, and ``ember.ops.quantized.add`` of two 1M quint8 tensors."""
+"""Quantized tensors against PyTorch: ``quantize_per_tensor`` of 1M float32 values to quint8 and its dequantization
+(compiled loops once ready), ``ember.ops.quantized.add`` of two 1M quint8 tensors, quantized linear layers and
+convolutions (ops and modules; the compiled u8 x s8 product where the CPU has AVX-512 VNNI) and a dynamic LSTM."""
 import warnings
 
 import numpy as np
@@ -14,13 +15,16 @@ def _inputs(lib, seed=0):
 
 
 def _ready():
-    """Both libraries warmed up, ember's compiled quantize loop built (timed once ready)."""
+    """Both libraries warmed up, ember's compiled loops built (timed once ready): quantize, dequantize, and the
+    integer product of linear layers and convolutions where the CPU has it."""
     import torch
 
     import ember
     from ember import _jit
     with _jit.forced():
-        ember.quantize_per_tensor(_inputs(ember), 0.02, 128, ember.quint8)
+        ember.quantize_per_tensor(_inputs(ember), 0.02, 128, ember.quint8).dequantize()
+        x, packed = _linear_inputs(ember)
+        ember.ops.quantized.linear(x, packed, 0.05, 64)
     _jit.wait()
     return ember, torch
 

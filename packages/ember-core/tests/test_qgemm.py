@@ -57,7 +57,7 @@ def test_conv_is_exact(shape, weight, stride, padding, dilation, groups):
     w = rng.integers(-128, 128, weight, dtype=np.int8)
     zb, za = rng.integers(-3, 3, weight[0]), 77
     with _jit.forced():
-        r = _qgemm.conv(x, za, _qgemm.ConvWeight(w, zb, groups), weight[2:], stride, padding, dilation)
+        r = _qgemm.conv(x, za, _qgemm.Int8ConvWeight(w, zb, groups), weight[2:], stride, padding, dilation)
     f = torch.nn.functional.conv2d if len(shape) == 4 else torch.nn.functional.conv3d
     zb_shape = (-1,) + (1,) * (len(shape) - 1)
     ref = f(torch.tensor(x.astype(np.float64) - za), torch.tensor(w.astype(np.float64) - zb.reshape(zb_shape)), None,
@@ -70,8 +70,8 @@ def test_without_vnni_the_float_path_serves(monkeypatch):
     monkeypatch.setattr(_qgemm, "_cpu", [False])
     with _jit.forced():
         assert _qgemm.product(np.ones((8, 8), np.uint8), 0, _qgemm.Int8Weight(np.ones((8, 8), np.int8), 0)) is None
-        assert _qgemm.conv(np.ones((1, 1, 3, 3), np.uint8), 0, _qgemm.ConvWeight(np.ones((1, 1, 1, 1), np.int8), 0, 1),
-                           (1, 1), (1, 1), (0, 0), (1, 1)) is None
+        w = _qgemm.Int8ConvWeight(np.ones((1, 1, 1, 1), np.int8), 0, 1)
+        assert _qgemm.conv(np.ones((1, 1, 3, 3), np.uint8), 0, w, (1, 1), (1, 1), (0, 0), (1, 1)) is None
 
 
 def _linear_and_conv(engine_path):

@@ -106,7 +106,7 @@ def test_dynamic_model_both_ways(dtype):
     np.testing.assert_array_equal(numpy(t2(x_t)), numpy(t(x_t)))
     params = e.lstm._all_weight_values[0].param
     assert params.reduce_range == (dtype == "qint8")  # (PyTorch saves it for int8 weights alone)
-    assert type(params.packed_ih).__name__ == ("LinearWeight" if dtype == "qint8" else "LinearWeightFp16")
+    assert type(params.packed_ih).__name__ == ("LinearPackedParams" if dtype == "qint8" else "LinearPackedParamsFp16")
 
 
 @pytest.mark.parametrize("kind", ["LSTMCell", "GRUCell", "RNNCell"])

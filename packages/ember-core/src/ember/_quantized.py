@@ -429,28 +429,60 @@ def quantize_per_tensor(input, scale, zero_point, dtype):
     return _new(ints, _Quantizer(dtype, Q.per_tensor_affine, scale, zero_point))
 
 
-def choose_qparams(lo, hi, dtype, reduce_range=False):
-    """(scale, zero_point) that map [min(lo, 0), max(hi, 0)] onto ``dtype``'s integers (PyTorch's
-    ``choose_qparams`` for dynamic quantization: the scale in float64, the zero point nudged into range)."""
-    qmin, qmax = dtype.qmin, dtype.qmax
+_SMALL_SCALE = builtins.float(_f32(6.1e-5))  # scales below float16's normal range are raised to it
+
+
+def choose_qparams(min_val, max_val, qmin, qmax, preserve_sparsity=False, reduce_range=False):
+    """(scale, zero_point) mapping [min_val, max_val] (widened to hold 0) onto [qmin, qmax] as PyTorch's C++ side
+    chooses them (``ChooseQuantizationParams``: dynamic quantization, the fused observer-fake-quantize op): float32
+    bounds, double intermediates; ``preserve_sparsity`` makes the range symmetric around the middle. The scale is a
+    Python float (callers that store it in float32 round it)."""
+    f32 = lambda v: builtins.float(_f32(v))  # noqa: E731
+    lo, hi = f32(min_val), f32(max_val)
+    if not lo <= hi:
+        raise RuntimeError("In ChooseQuantizationParams, min should be less than or equal to max")
     if reduce_range:
-        qmin, qmax = qmin // 2, qmax // 2
-    lo, hi = min(builtins.float(_f32(lo)), 0.0), max(builtins.float(_f32(hi)), 0.0)
+        qmin, qmax = builtins.int(qmin / 2), builtins.int(qmax / 2)  # (C++ division truncates toward zero)
+    if lo < 0 < hi and preserve_sparsity:
+        sym_min = -((qmax - qmin) // 2 + 1)
+        sym_max = (qmax - qmin) // 2
+        max_scale = max(abs(f32(lo / sym_min)), abs(f32(hi / sym_max)))
+        lo, hi = f32(max_scale * sym_min), f32(max_scale * sym_max)
+    lo, hi = min(lo, 0.0), max(hi, 0.0)
+    if not qmin < qmax:
+        raise RuntimeError("In ChooseQuantizationParams, qmin should be less than qmax")
     scale = (hi - lo) / (qmax - qmin)
-    if builtins.float(_f32(scale)) == 0 or math.isinf(builtins.float(_f32(1) / _f32(scale))):
+    if f32(scale) == 0.0 or math.isinf(_f32(1.0) / _f32(scale)):
         scale = 0.1
-    zp_min, zp_max = qmin - lo / scale, qmax - hi / scale
-    err_min, err_max = abs(qmin) - abs(lo / scale), abs(qmax) - abs(hi / scale)
-    initial = zp_min if err_min < err_max else zp_max
-    zp = qmin if initial < qmin else qmax if initial > qmax else builtins.int(np.rint(initial))
-    return scale, zp
+    if scale < _SMALL_SCALE:
+        original = f32(scale)
+        scale = _SMALL_SCALE
+        if lo == 0.0:
+            hi = f32(_SMALL_SCALE * (qmax - qmin))
+        elif hi == 0.0:
+            lo = f32(-_SMALL_SCALE * (qmax - qmin))
+        else:
+            amplifier = f32(_f32(_SMALL_SCALE) / _f32(original))
+            lo, hi = f32(_f32(lo) * _f32(amplifier)), f32(_f32(hi) * _f32(amplifier))
+    from_min, from_max = qmin - lo / scale, qmax - hi / scale
+    # the zero point from the end whose terms are smaller carries less rounding error
+    zero_point = from_min if abs(qmin) - abs(lo / scale) < abs(qmax) - abs(hi / scale) else from_max
+    if lo < 0 < hi and preserve_sparsity:
+        zero_point = (qmin + qmax) / 2
+    if zero_point < qmin:
+        zero_point = qmin
+    elif zero_point > qmax:
+        zero_point = qmax
+    else:
+        zero_point = builtins.int(np.rint(zero_point))
+    return scale, builtins.int(zero_point)
 
 
 def _choose_qparams_per_tensor(input, reduce_range=False):
     """(scale, zero_point) of quint8 dynamic quantization of ``input``'s range."""
     x = _float_input(input)
     return choose_qparams(builtins.float(x.min()) if x.size else 0.0, builtins.float(x.max()) if x.size else 0.0,
-                          Q.quint8, reduce_range)
+                          0, 255, reduce_range=reduce_range)
 
 
 def quantize_per_tensor_dynamic(input, dtype, reduce_range):
@@ -460,7 +492,7 @@ def quantize_per_tensor_dynamic(input, dtype, reduce_range):
                            "not supported")
     x = _float_input(input)
     lo, hi = (builtins.float(x.min()), builtins.float(x.max())) if x.size else (0.0, 0.0)
-    scale, zp = choose_qparams(lo, hi, Q.quint8, reduce_range)
+    scale, zp = choose_qparams(lo, hi, 0, 255, reduce_range=reduce_range)
     if dtype is Q.qint8:  # (the same grid, the zero point moved by half the range)
         zp -= 64 if reduce_range else 128
     return quantize_per_tensor(input, scale, zp, dtype)

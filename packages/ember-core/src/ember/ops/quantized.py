@@ -13,7 +13,7 @@ import builtins
 import numpy as np
 
 from .. import _dtype as D
-from .. import _jit, _parallel, _qgemm
+from .. import _jit, _parallel, _qgemm, _serialization
 from .. import _qtypes as Q
 from .. import _quantized as _qt
 from .._registry import REGISTRY
@@ -417,163 +417,161 @@ def _upsample(input, *args, **kwargs):
     return _through_float32_ints("_upsample", input, *args, **kwargs)
 
 
-# ---- linear (PyTorch's x86/fbgemm numerics) -------------------------------------------------------------------
-class LinearPackedParams:
-    """A quantized weight (qint8, per tensor or per channel along dim 0) and its float bias, as
-    ``linear_prepack`` packs them for ``linear``/``linear_dynamic``; ``unpack()`` gives them back."""
+# ---- linear layers and convolutions: packed weights, exact integer sums, requantization per engine ------------
+def _engine():
+    from ..backends import quantized
+    return quantized.engine
 
-    __slots__ = ("weight", "bias", "_centered", "_int8")
+
+def _no_kernel(op):
+    """PyTorch's error for a float tensor given to ``quantized::op``."""
+    return NotImplementedError(f"Could not run 'quantized::{op}' with arguments from the 'CPU' backend. This could be "
+                               "because the operator doesn't exist for this backend, or was omitted during the "
+                               "selective/custom build process (if using custom build).")
+
+
+def _checked_weight(weight, prepack, axis=0):
+    """PyTorch's errors for a weight that is not qint8 (``prepack``: the op that packs it); a per-channel weight
+    must have its scales along ``axis`` (the output channels), if given."""
+    if not getattr(weight, "is_quantized", False):
+        raise _no_kernel(prepack)
+    if weight.dtype is not Q.qint8:
+        raise RuntimeError(f"expected scalar type QInt8 but found {weight.dtype.torch_name}")
+    q = weight._data.q
+    if q.per_channel and axis is not None and q.axis != axis:  # (PyTorch reads them as the outputs' anyway)
+        raise RuntimeError(f"{prepack}: a per-channel quantized weight needs its scales along the output channels "
+                           f"(axis {axis}), got axis {q.axis}")
+    return q
+
+
+def _check_bias(bias, n):
+    if bias is not None:
+        if bias.dim() != 1 or bias.shape[0] != n:
+            raise RuntimeError(f"bias should be a vector (1D Tensor) of size {n}")
+        if bias.dtype is not D.float32:
+            raise RuntimeError("Expected bias data type Float but got " + str(bias.dtype).split(".")[-1].title())
+
+
+def _weight_params(weight, channel_axis=0):
+    """(scales, zero_points) per slice along ``channel_axis`` of a quantized weight (float64, int64)."""
+    q = weight._data.q
+    n = weight._data.shape[channel_axis]
+    if q.per_channel:
+        return np.asarray(q.scales, np.float64), np.asarray(q.zero_points, np.int64)
+    return np.full(n, q.scale), np.full(n, q.zero_point, np.int64)
+
+
+class LinearPackedParams:
+    """The packed weight of a quantized linear layer (PyTorch's ``LinearPackedParamsBase``): the qint8 (out, in)
+    weight, per tensor or per output channel, and float bias as given (``unpack()``), plus their scales and zero
+    points per output and the integers ready for products (``ember._qgemm.IntWeight``)."""
 
     def __init__(self, weight, bias):
-        self.weight, self.bias, self._centered, self._int8 = weight, bias, None, None
+        _checked_weight(weight, "linear_prepack")
+        if weight.dim() != 2:
+            raise RuntimeError("The weight tensor for quantized::linear_prepack (fbgemm) should be 2-dimensional.")
+        _check_bias(bias, weight.shape[0])
+        self.weight, self.bias = weight, bias
+        self.scales, self.zero_points = _weight_params(weight)
+        self.int_weight = _qgemm.IntWeight(weight._data.arr, self.zero_points)
 
     def unpack(self):
         return self.weight, self.bias
 
-    def centered(self):
-        """(the weight's integers minus their zero points as float32, their largest magnitude): made once, the
-        packing."""
-        if self._centered is None:
-            c = _centered_weight(self.weight)
-            self._centered = c, int(np.abs(c).max(initial=0))
-        return self._centered
-
-    def int8(self):
-        """The weight as ``ember._qgemm``'s compiled product takes it."""
-        if self._int8 is None:
-            self._int8 = _qgemm.Int8Weight(self.weight._data.arr.reshape(self.weight._data.shape[0], -1),
-                                           _weight_params(self.weight)[1])
-        return self._int8
-
-    def __getstate__(self):
-        return self.unpack()
+    def __getstate__(self):  # (PyTorch's layout: ((weight, bias), extra))
+        return (self.weight, self.bias), None
 
     def __setstate__(self, state):
-        (self.weight, self.bias), self._centered, self._int8 = state, None, None
+        self.__init__(*state[0])
+
+
+class LinearPackedParamsFp16:
+    """The packed weight of a float16 dynamic linear layer: the weight rounded to float16 (saturated at its
+    largest value), multiplied in float32."""
+
+    def __init__(self, weight, bias):
+        if _engine() == "qnnpack":
+            raise RuntimeError("quantized::linear_prepack_fp16 is currently not supported by QNNPACK")
+        _check_bias(bias, weight.shape[0])
+        w = weight.detach().numpy().astype(_f32)
+        fp16_max = builtins.float(np.finfo(np.float16).max)
+        if np.any(np.abs(w) > fp16_max):
+            import warnings
+            warnings.warn("FOUND weight out of range ", stacklevel=3)
+        self.w16 = np.clip(w, -fp16_max, fp16_max).astype(np.float16)
+        self.rows = self.w16.astype(_f32)
+        self.bias = bias
+
+    def unpack(self):
+        return _wrap(self.rows.copy()), self.bias
+
+    def __getstate__(self):
+        return self.unpack(), None
+
+    def __setstate__(self, state):
+        self.__init__(*state[0])
+
+
+def _linear_packed(payload):
+    """A packed linear weight from PyTorch's pickled state (weight, bias): qint8 or float16 by the weight."""
+    weight, bias = payload
+    return (LinearPackedParams if weight.is_quantized else LinearPackedParamsFp16)(weight, bias)
+
+
+# in checkpoints (dynamic RNNs' state_dicts hold them) as PyTorch's TorchScript class
+_serialization.register_script_class("__torch__.torch.classes.quantized.LinearPackedParamsBase",
+                                     (LinearPackedParams, LinearPackedParamsFp16), _linear_packed)
 
 
 def linear_prepack(W, B=None):
-    if not getattr(W, "is_quantized", False) or W.dtype is not Q.qint8:
-        found = W.dtype.torch_name if getattr(W, "is_quantized", False) else W.dtype
-        raise RuntimeError(f"expected scalar type QInt8 but found {found}")
+    """The qint8 weight ``W`` and float bias ``B`` packed for ``linear``/``linear_dynamic``."""
     return LinearPackedParams(W, B)
 
 
-def _centered_weight(w):
-    """(rows, K) float32 of a quantized weight's integers minus their zero points (per row)."""
-    _, w_zp = _weight_params(w)
-    arr = w._data.arr.reshape(w._data.shape[0], -1)
-    return (arr.astype(np.int32) - w_zp[:, None]).astype(_f32)
+def linear_prepack_fp16(W, B=None):
+    return LinearPackedParamsFp16(W, B)
 
 
-def _int_matmul(a, b, bound):
-    """Exact integer ``a @ b.T`` of centered 8-bit values (float32 arrays; ``bound`` >= |a| * |b| elementwise), as
-    float64: float32 BLAS over slices of K short enough that every partial sum stays below 2**24 (as few slices as
-    that allows, of equal size, each copied contiguous: NumPy's matmul leaves BLAS for strided operands), the slices
-    added in float64."""
-    k = a.shape[-1]
-    parts = -(-k * max(bound, 1) // (1 << 24))
-    if parts <= 1:
-        return np.matmul(a, b.T).astype(np.float64)
-    step = -(-k // parts)
-    out = None
-    for lo in range(0, k, step):
-        part = np.matmul(np.ascontiguousarray(a[:, lo:lo + step]), np.ascontiguousarray(b[:, lo:lo + step]).T)
-        out = part.astype(np.float64) if out is None else out.__iadd__(part)
-    return out
+def linear_unpack(packed):
+    return packed.unpack()
 
 
-def _bound(zero_point, packed):
-    """The largest product of a centered quint8 input (zero point ``zero_point``) and the packed weight's values."""
-    return max(zero_point, 255 - zero_point) * packed.centered()[1]
+linear_unpack_fp16 = linear_unpack
 
 
-def _weight_params(w):
-    q = w._data.q
-    rows = w._data.shape[0]
-    if q.per_channel:
-        return q.scales.astype(_f32), q.zero_points.astype(np.int64)
-    return np.full(rows, _f32(q.scale)), np.full(rows, q.zero_point, np.int64)
-
-
-def _accumulate(X, packed, name):
-    """(integer accumulators of X's quint8 integers times the packed weight's, as float64; the float32 products of
-    the scales per output)."""
-    qx = _check(X, name)
-    if qx.dtype is not Q.quint8:
-        raise RuntimeError(f"Expected input data type QUInt8 but got {qx.dtype.torch_name}")
-    k = packed.weight._data.shape[1]
-    if X._data.shape[-1] != k:
-        raise RuntimeError(f"The number of rows in the packB should be equal to K: {X._data.shape[-1]}")
-    acc = _qgemm.product(X._data.arr.reshape(-1, k), qx.zero_point, packed.int8())
-    if acc is None:
-        xi = X._data.arr.reshape(-1, k).astype(_f32)
-        xi -= qx.zero_point
-        acc = _int_matmul(xi, packed.centered()[0], _bound(qx.zero_point, packed))
-    return acc, _f32(qx.scale) * _weight_params(packed.weight)[0]
-
-
-def _linear(X, W_prepack, Y_scale, Y_zero_point, relu, name):
-    acc, ats = _accumulate(X, W_prepack, name)
-    y = acc.astype(_f32)
-    if W_prepack.bias is not None:
-        y += (W_prepack.bias._data.astype(_f32) / ats).astype(_f32)
-    y *= (ats / _f32(Y_scale)).astype(_f32)
-    r = np.rint(y).astype(np.float64) + Y_zero_point
-    np.clip(r, Y_zero_point if relu else 0, 255, out=r)
-    shape = X._data.shape[:-1] + (W_prepack.weight._data.shape[0],)
-    return _out(r.astype(np.uint8).reshape(shape), Q.quint8, Y_scale, Y_zero_point)
-
-
-def linear(X, W_prepack, Y_scale, Y_zero_point):
-    """quint8 ``X`` times the packed qint8 weight plus bias, requantized as fbgemm does: ``rint((acc + bias / (sx *
-    sw)) * (sx * sw / Y_scale)) + Y_zero_point`` in float32 (the integer accumulator exact)."""
-    return _linear(X, W_prepack, Y_scale, Y_zero_point, False, "linear")
-
-
-def linear_relu(X, W_prepack, Y_scale, Y_zero_point):
-    return _linear(X, W_prepack, Y_scale, Y_zero_point, True, "linear_relu")
-
-
-def linear_dynamic(X, W_prepack, reduce_range=False):
-    """Float ``X`` quantized to quint8 with its own range (``reduce_range``: 7 bits), times the packed weight:
-    a float32 result ``fma(acc, sx * sw, bias)``."""
-    return _linear_dynamic(X, W_prepack, reduce_range, False)
-
-
-def linear_relu_dynamic(X, W_prepack, reduce_range=False):
-    return _linear_dynamic(X, W_prepack, reduce_range, True)
-
-
-def _linear_dynamic(X, W_prepack, reduce_range, relu):
-    x = X._data.astype(_f32, copy=False)
-    lo, hi = (float(x.min()), float(x.max())) if x.size else (0.0, 0.0)
-    scale, zp = _qt.choose_qparams(lo, hi, Q.quint8, reduce_range)
-    qx = _qt._new(_qt.quantize_fused(x, scale, zp, Q.quint8), _qt._Quantizer(Q.quint8, Q.per_tensor_affine, scale,
-                                                                            zp))
-    acc, ats = _accumulate(qx, W_prepack, "linear_dynamic")
-    y = acc.astype(_f32).astype(np.float64) * ats  # (exact: fbgemm adds the bias in a fused multiply-add)
-    if W_prepack.bias is not None:
-        y += W_prepack.bias._data.astype(_f32)
-    y = y.astype(_f32)
-    if relu:
-        np.maximum(y, 0, out=y)
-    return _wrap(y.astype(_f32).reshape(X._data.shape[:-1] + (W_prepack.weight._data.shape[0],)))
-
-
-# ---- convolution (PyTorch's x86 numerics: fbgemm's and oneDNN's requantization agree) ------------------------
 class ConvPackedParams:
-    """A quantized convolution weight (qint8, per tensor or per output channel), its float bias and geometry, as
-    ``conv{1,2,3}d_prepack`` packs them; ``unpack()`` gives (weight, bias). A 1-d weight is kept as 2-d with a
-    height of 1, as PyTorch keeps it."""
+    """The packed weight of a quantized convolution (PyTorch's ``ConvPackedParamsBase``): qint8 (out, in / groups,
+    *kernel), or (in, out / groups, *kernel) when transposed, its float bias, the geometry (``stride()``,
+    ``padding()``, ...), scales and zero points per output channel and the integers ready for products."""
 
-    __slots__ = ("weight", "bias", "_stride", "_padding", "_dilation", "_groups", "_centered", "_int8")
-    centered = LinearPackedParams.centered
-
-    def __init__(self, weight, bias, stride, padding, dilation, groups):
-        self.weight, self.bias, self._centered, self._int8 = weight, bias, None, None
-        self._stride, self._padding, self._dilation = list(stride), list(padding), list(dilation)
-        self._groups = int(groups)
+    def __init__(self, weight, bias, stride, padding, output_padding, dilation, groups, transposed):
+        n = len(stride)
+        q = _checked_weight(weight, f"conv_transpose{n}d_prepack" if transposed else f"conv{n}d_prepack",
+                            None if transposed else 0)  # (transposed: checked below, per engine)
+        if weight.dim() != n + 2:
+            raise RuntimeError(f"Weights are expected to have {n + 2} dimensions")
+        out_channels = weight.shape[1] * groups if transposed else weight.shape[0]
+        _check_bias(bias, out_channels)
+        self.weight, self.bias = weight, bias
+        self._stride, self._padding, self._output_padding = tuple(stride), tuple(padding), tuple(output_padding)
+        self._dilation, self._groups, self.transposed = tuple(dilation), int(groups), bool(transposed)
+        self.kernel = tuple(weight.shape[2:])
+        w_int = weight._data.arr
+        if not transposed:
+            self.scales, self.zero_points = _weight_params(weight)
+            self.int_weight = _qgemm.IntWeight(w_int, self.zero_points, groups=self._groups)
+            return
+        if q.per_channel:  # (qnnpack alone takes them: one scale per output channel, along dim 1)
+            if _engine() != "qnnpack":
+                raise RuntimeError("Per Channel Quantization is currently disabled for transposed conv")
+            if q.axis != 1 or len(q.scales) != out_channels:
+                raise RuntimeError(f"length of scales must equal to channel, expected {out_channels} got, "
+                                   f"{len(q.scales)}")
+        scales, zero_points = _weight_params(weight, 1 if q.per_channel else 0)
+        self.scales = np.resize(scales, out_channels)
+        self.zero_points = np.resize(zero_points, out_channels)
+        zp = self.zero_points[:weight.shape[1]].reshape((1, -1) + (1,) * n)
+        self.int_weight = _qgemm.IntWeight(w_int, zp, transposed=True)
 
     def unpack(self):
         return self.weight, self.bias
@@ -584,6 +582,9 @@ class ConvPackedParams:
     def padding(self):
         return list(self._padding)
 
+    def output_padding(self):
+        return list(self._output_padding)
+
     def dilation(self):
         return list(self._dilation)
 
@@ -591,37 +592,30 @@ class ConvPackedParams:
         return self._groups
 
     def transpose(self):
-        return False
-
-    def output_padding(self):
-        return [0] * len(self._stride)
-
-    def int8(self):
-        """The weight as ``ember._qgemm``'s compiled convolution takes it."""
-        if self._int8 is None:
-            self._int8 = _qgemm.ConvWeight(self.weight._data.arr, _weight_params(self.weight)[1], self._groups)
-        return self._int8
+        return self.transposed
 
     def __getstate__(self):
-        return self.weight, self.bias, self._stride, self._padding, self._dilation, self._groups
+        return (self.weight, self.bias, self._stride, self._padding, self._output_padding, self._dilation,
+                self._groups, self.transposed)
 
     def __setstate__(self, state):
-        self.weight, self.bias, self._stride, self._padding, self._dilation, self._groups = state
-        self._centered = self._int8 = None
+        self.__init__(*state)
 
 
-def _conv_prepack(weight, bias, stride, padding, dilation, groups, dims):
+def _conv_prepack(weight, bias, stride, padding, dilation, groups, dims, output_padding=None):
+    transposed = output_padding is not None
     if not getattr(weight, "is_quantized", False) or weight.dtype is not Q.qint8:
         found = weight.dtype.torch_name if getattr(weight, "is_quantized", False) else weight.dtype
         raise RuntimeError(f"expected scalar type QInt8 but found {found}")
     if weight.dim() != dims + 2:
         raise RuntimeError(f"Weights are expected to have {dims + 2} dimensions, got {weight.dim()}")
-    geometry = [list(v) if isinstance(v, (list, tuple)) else [v] * dims for v in (stride, padding, dilation)]
-    if dims == 1:  # (kept as a convolution of height 1)
+    geometry = [list(v) if isinstance(v, (list, tuple)) else [v] * dims
+                for v in (stride, padding, output_padding or 0, dilation)]
+    if dims == 1 and not transposed:  # (PyTorch keeps it as a convolution of height 1)
         weight = weight.unsqueeze(2)
-        geometry = [[1, v[0]] if name != "padding" else [0, v[0]] for name, v in
-                    zip(("stride", "padding", "dilation"), geometry)]
-    return ConvPackedParams(weight, bias, *geometry, groups)
+        geometry = [[0 if name in ("padding", "output_padding") else 1, v[0]]
+                    for name, v in zip(("stride", "padding", "output_padding", "dilation"), geometry)]
+    return ConvPackedParams(weight, bias, *geometry, groups, transposed)
 
 
 def conv1d_prepack(weight, bias, stride, padding, dilation, groups):
@@ -636,96 +630,299 @@ def conv3d_prepack(weight, bias, stride, padding, dilation, groups):
     return _conv_prepack(weight, bias, stride, padding, dilation, groups, 3)
 
 
-def _conv_accumulate(xi, wi, stride, padding, dilation, groups, bound):
-    """Exact integer convolution of centered integers ``xi`` (N, C, *S) and ``wi`` (O, C/groups, *K), as floats:
-    windows of the zero-padded input against the weight, on float BLAS (float32 while the sums stay below 2**24,
-    float64 beyond)."""
-    d = len(stride)
-    xi = np.pad(xi, [(0, 0), (0, 0)] + [(p, p) for p in padding])
-    kernel = wi.shape[2:]
-    extent = [(k - 1) * dl + 1 for k, dl in zip(kernel, dilation)]
-    win = np.lib.stride_tricks.sliding_window_view(xi, extent, axis=tuple(range(2, 2 + d)))
-    win = win[(Ellipsis,) + tuple(slice(None, None, s) for s in stride) + tuple(slice(None, None, dl)
-                                                                              for dl in dilation)]
-    # win: (N, C, *out, *kernel)
-    n, c = xi.shape[:2]
-    out_shape = win.shape[2:2 + d]
-    o = wi.shape[0]
-    per = c // groups
-    k_size = per * int(np.prod(kernel))
-    result = np.empty((n, o) + out_shape, np.float64)
-    og = o // groups
-    for g in range(groups):
-        part = win[:, g * per:(g + 1) * per]
-        # (N, *out, C/g, *kernel) rows against (O/g, C/g * kernel)
-        cols = np.moveaxis(part, 1, 1 + d).reshape(n * int(np.prod(out_shape)), k_size)
-        prod = _int_matmul(cols, wi[g * og:(g + 1) * og].reshape(og, k_size), bound)
-        result[:, g * og:(g + 1) * og] = np.moveaxis(prod.reshape((n,) + out_shape + (og,)), -1, 1)
-    return result
+def conv_transpose1d_prepack(weight, bias, stride, padding, output_padding, dilation, groups):
+    return _conv_prepack(weight, bias, stride, padding, dilation, groups, 1, output_padding)
 
 
-def _conv(qx, packed, args, relu, dims, name):
+def conv_transpose2d_prepack(weight, bias, stride, padding, output_padding, dilation, groups):
+    return _conv_prepack(weight, bias, stride, padding, dilation, groups, 2, output_padding)
+
+
+def conv_transpose3d_prepack(weight, bias, stride, padding, output_padding, dilation, groups):
+    return _conv_prepack(weight, bias, stride, padding, dilation, groups, 3, output_padding)
+
+
+# -- requantization: x86, fbgemm and onednn add the float bias divided by ``input_scale * weight_scale`` to the
+# float32 sum, then scale by ``input_scale * weight_scale / output_scale`` (all float32 operations); qnnpack first
+# quantizes the bias to int32 with scale ``input_scale * weight_scale`` and adds it to the integer sum. Both round
+# half to even and add the output zero point, clamped (a fused ReLU clamps at the zero point). Float outputs
+# (dynamic quantization) are ``fma(sum, input_scale * weight_scale, bias)`` on x86/fbgemm/onednn, ``sum * scale +
+# bias`` on qnnpack.
+def _channel_shape(ndim, axis):
+    shape = [1] * ndim
+    shape[axis] = -1
+    return shape
+
+
+def _qnnpack_bias(bias, x_scale, w_scales):
+    """The bias quantized to int32 with scales ``input_scale * weight_scale`` (as qnnpack packs it)."""
+    scales = np.asarray(w_scales, np.float64) * x_scale
+    if np.all(scales == scales[0]):
+        return _qt.quantize_unfused(bias._data, _f32(1) / _f32(scales[0]), 0, Q.qint32).astype(np.float64)
+    return _qt.quantize_unfused(bias._data, _f32(1) / scales.astype(_f32), 0, Q.qint32).astype(np.float64)
+
+
+def _requantize(acc, x_scale, w_scales, bias, out_scale, out_zero_point, dtype, relu=False, axis=-1):
+    """Integers (``dtype``'s) of exact sums ``acc`` (int32 or floats; output channels along ``axis``) for an
+    output of ``out_scale``/``out_zero_point``."""
+    shape = _channel_shape(acc.ndim, axis)
+    ats = _f32(x_scale) * np.asarray(w_scales, _f32)
+    multiplier = (ats / _f32(out_scale)).reshape(shape)
+    if _engine() == "qnnpack":
+        if bias is not None:
+            acc = acc + _qnnpack_bias(bias, x_scale, w_scales).reshape(shape)  # (an int32 sum, then float32)
+        v = acc.astype(_f32)
+    else:
+        v = acc.astype(_f32, copy=False)  # (a float32 accumulator is used in place)
+        if bias is not None:
+            v += (bias._data.astype(_f32) / ats).reshape(shape)
+    v *= multiplier
+    np.rint(v, out=v)
+    v += _f32(out_zero_point)
+    np.clip(v, out_zero_point if relu else dtype.qmin, dtype.qmax, out=v)
+    return v.astype(dtype.np)
+
+
+def _to_float(acc, x_scale, w_scales, bias, axis=-1):
+    """Float32 outputs of exact sums ``acc`` of dynamically quantized inputs (scale ``x_scale``)."""
+    shape = _channel_shape(acc.ndim, axis)
+    ats = (_f32(x_scale) * np.asarray(w_scales, _f32)).reshape(shape)
+    if _engine() == "qnnpack":
+        y = acc.astype(_f32) * ats
+        if bias is not None:
+            y += bias._data.astype(_f32).reshape(shape)
+        return y
+    # the sum as float32 times a float32 scale is exact in float64; adding the bias there, then rounding: the fma
+    y = acc.astype(_f32, copy=False).astype(np.float64)
+    y *= ats
+    if bias is not None:
+        y += bias._data.astype(np.float64).reshape(shape)
+    return y.astype(_f32)
+
+
+# -- the kernels
+def _input(x, name, op=None):
+    """The per-tensor quantizer of quint8 input ``x`` of ``quantized::name`` (``op``: the name PyTorch's errors give
+    the op, if another)."""
+    if not getattr(x, "is_quantized", False):
+        raise _no_kernel(op or name)
+    q = x._data.q
+    if q.per_channel:
+        raise RuntimeError("Expected quantizer->qscheme() == kPerTensorAffine to be true, but got false.  (Could "
+                           "this error message be improved?  If so, please report an enhancement request to "
+                           "PyTorch.)")
+    if q.dtype is not Q.quint8:
+        raise RuntimeError(f"Expected input data type QUInt8 but got {q.dtype.torch_name}" if name == "linear" else
+                           f"quantized::{name} (ONEDNN): data type of input should be QUint8.")
+    return q
+
+
+def _linear_sums(x, packed, name):
+    q = _input(x, "linear", name)
+    if x._data.shape[-1] != packed.weight._data.shape[1]:
+        raise RuntimeError(f"The number of rows in the packB should be equal to K: {x._data.shape[-1]}")
+    return _qgemm.linear_sums(x._data.arr, q.zero_point, _qgemm.bound(q.zero_point, 0, 255), packed.int_weight), q
+
+
+def _linear(x, packed, scale, zero_point, relu=False):
+    acc, q = _linear_sums(x, packed, "linear_relu" if relu else "linear")
+    out = _requantize(acc, q.scale, packed.scales, packed.bias, scale, zero_point, Q.quint8, relu)
+    return _out(out, Q.quint8, scale, zero_point)
+
+
+def linear(X, W_prepack, Y_scale, Y_zero_point):
+    """quint8 ``X`` (..., in) times the packed qint8 weight plus bias, requantized to ``Y_scale``/``Y_zero_point``
+    as the engine (``ember.backends.quantized.engine``) does; the integer sums exact."""
+    return _linear(X, W_prepack, Y_scale, Y_zero_point)
+
+
+def linear_relu(X, W_prepack, Y_scale, Y_zero_point):
+    return _linear(X, W_prepack, Y_scale, Y_zero_point, True)
+
+
+def _onednn_only(op):
+    """PyTorch's error for an onednn-only op on another engine (``op`` ends in its separator: "linear_tanh ",
+    "conv2d_add.")."""
+    engine = _engine()
+    if engine != "onednn":
+        raise RuntimeError(f"Didn't find engine for operation quantized::{op}{engine.upper()}")
+
+
+def _linear_activation(x, packed, scale, zero_point, activation, negative_slope=None):
+    """Quantized linear layer with a fused leaky_relu or tanh, computed on the float result (onednn only, as in
+    PyTorch)."""
+    _onednn_only(f"linear_{activation} ")
+    acc, q = _linear_sums(x, packed, f"linear_{activation}")
+    y = _to_float(acc, q.scale, packed.scales, packed.bias)
+    y = np.where(y > 0, y, y * _f32(negative_slope)) if activation == "leaky_relu" else np.tanh(y)
+    return _requantized(y.astype(_f32), Q.quint8, scale, zero_point)
+
+
+def linear_leaky_relu(X, W_prepack, Y_scale, Y_zero_point, negative_slope):
+    return _linear_activation(X, W_prepack, Y_scale, Y_zero_point, "leaky_relu", negative_slope)
+
+
+def linear_tanh(X, W_prepack, Y_scale, Y_zero_point):
+    return _linear_activation(X, W_prepack, Y_scale, Y_zero_point, "tanh")
+
+
+_qnnpack_warned = []
+
+
+def _dynamic_input(a, reduce_range):
+    """float32 array ``a`` quantized to quint8 with the parameters of its own range (PyTorch's dynamic
+    quantization: 0..127 with ``reduce_range`` except on qnnpack, which ignores it): (integers, scale, zero_point)."""
+    if reduce_range and _engine() == "qnnpack":
+        if not _qnnpack_warned:
+            _qnnpack_warned.append(True)
+            import warnings
+            warnings.warn("Currently, qnnpack incorrectly ignores reduce_range when it is set to true; this may "
+                          "change in a future release.", stacklevel=5)
+        reduce_range = False
+    lo, hi = (builtins.float(a.min()), builtins.float(a.max())) if a.size else (0.0, 0.0)
+    scale, zero_point = _qt.choose_qparams(lo, hi, 0, 255, reduce_range=reduce_range)
+    scale = builtins.float(_f32(scale))
+    return _qt.quantize_fused(np.ascontiguousarray(a, _f32), scale, zero_point, Q.quint8), scale, zero_point
+
+
+def _linear_dynamic_array(a, packed, reduce_range=True):
+    """float32 array ``a`` (..., in) times a packed weight (qint8: ``a`` quantized from its own range; float16: in
+    float32), plus bias: the float32 result."""
+    if isinstance(packed, LinearPackedParamsFp16):
+        y = (a.reshape(-1, a.shape[-1]) @ packed.rows.T).reshape(a.shape[:-1] + (packed.rows.shape[0],))
+        if packed.bias is not None:
+            y += packed.bias._data.astype(_f32)
+        return y
+    if a.shape[-1] != packed.weight._data.shape[1]:
+        raise RuntimeError(f"The number of rows in the packB should be equal to K: {a.shape[-1]}")
+    ints, scale, zero_point = _dynamic_input(a, reduce_range)
+    acc = _qgemm.linear_sums(ints, zero_point, _qgemm.bound(zero_point, 0, 255), packed.int_weight)
+    return _to_float(acc, scale, packed.scales, packed.bias)
+
+
+def _linear_dynamic(X, W_prepack, reduce_range, relu):
+    if X.dtype is not D.float32:
+        raise RuntimeError(f"expected scalar type Float but found {str(X.dtype).split('.')[-1].title()}")
+    y = _linear_dynamic_array(X._data, W_prepack, reduce_range)
+    if relu:
+        np.maximum(y, 0, out=y)
+    return _wrap(np.ascontiguousarray(y, _f32))
+
+
+def linear_dynamic(X, W_prepack, reduce_range=False):
+    """Float ``X`` quantized to quint8 with its own range (``reduce_range``: 7 bits), times the packed weight, plus
+    bias: a float32 result."""
+    return _linear_dynamic(X, W_prepack, reduce_range, False)
+
+
+def linear_relu_dynamic(X, W_prepack, reduce_range=False):
+    return _linear_dynamic(X, W_prepack, reduce_range, True)
+
+
+def linear_dynamic_fp16(X, W_prepack):
+    return _linear_dynamic(X, W_prepack, False, False)
+
+
+def linear_relu_dynamic_fp16(X, W_prepack):
+    return _linear_dynamic(X, W_prepack, False, True)
+
+
+def _conv_sums(x, packed, name, reflect_padding=None, relu=False):
+    """(the exact sums of quint8 ``x`` (N, C, *L) by the packed (possibly transposed) weight, x's quantizer)."""
+    # (PyTorch's 2-d and 3-d convolutions are the ".new" overloads of its ops)
+    q = _input(x, name, name + ("_relu" if relu else "") + (".new" if name in ("conv2d", "conv3d") else ""))
+    channels = packed.weight._data.shape[0] if packed.transposed else packed.weight._data.shape[1] * packed._groups
+    if x._data.shape[1] != channels:
+        raise RuntimeError(f"Given groups={packed._groups}, expected input channels to be {channels}, but got "
+                           f"{x._data.shape[1]} channels")
+    bound = _qgemm.bound(q.zero_point, 0, 255)
+    if packed.transposed:
+        return _qgemm.conv_transpose_sums(x._data.arr, q.zero_point, bound, packed.int_weight, packed.kernel,
+                                          packed._stride, packed._padding, packed._output_padding, packed._dilation,
+                                          packed._groups), q
+    padding, mode = (packed._padding, "zeros") if reflect_padding is None else (reflect_padding, "reflect")
+    return _qgemm.conv_sums(x._data.arr, q.zero_point, bound, packed.int_weight, packed.kernel, packed._stride,
+                            padding, packed._dilation, packed._groups, mode), q
+
+
+def _conv(x, packed, scale, zero_point, relu=False, reflect_padding=None):
+    """Quantized convolution (transposed when the packed weight is) of any dims: quint8 (N, C, *L) in, quint8 out;
+    with ``reflect_padding``, the input padded by reflection instead of the packed weight's zero padding."""
+    n = len(packed._stride)
+    name = f"conv_transpose{n}d" if packed.transposed else f"conv{n}d"
+    dims = x._data.ndim - 2
+    if dims == 1 and n == 2 and getattr(x, "is_quantized", False):  # (conv1d_prepack's: a convolution of height 1)
+        r = _conv(_new_view(x, x._data.arr[:, :, None]), packed, scale, zero_point, relu, reflect_padding)
+        return _out(r._data.arr[:, :, 0], Q.quint8, scale, zero_point)
+    if dims != n:
+        raise RuntimeError(f"quantized::{name}: expected a {n + 2}-d input (batch, channels and {n} spatial dims), "
+                           f"got {x._data.ndim}-d")
+    acc, q = _conv_sums(x, packed, name, reflect_padding, relu)
+    out = _requantize(acc, q.scale, packed.scales, packed.bias, scale, zero_point, Q.quint8, relu, 1)
+    return _out(np.ascontiguousarray(out), Q.quint8, scale, zero_point)
+
+
+def _new_view(x, arr):
+    return _qt._new(arr, x._data.q)
+
+
+def _conv_op(args, name):
     if len(args) not in (2, 6):
         raise TypeError(f"quantized::{name}() takes the packed weight, then output_scale and output_zero_point")
-    scale, zero_point = args[-2:]
-    q = _check(qx, name)
-    if q.dtype is not Q.quint8:
-        raise RuntimeError(f"Expected input data type QUInt8 but got {q.dtype.torch_name}")
-    w = packed.weight
-    x = qx._data.arr
-    if x.ndim != dims + 2:
-        raise RuntimeError(f"quantized::{name}: expected a {dims + 2}-d input (batch, channels and {dims} spatial "
-                           f"dims), got {x.ndim}-d")
-    if dims == 1:
-        x = x[:, :, None]
-    if x.shape[1] != w._data.shape[1] * packed.groups():
-        raise RuntimeError(f"quantized::{name}: the input has {x.shape[1]} channels, the weight expects "
-                           f"{w._data.shape[1] * packed.groups()}")
-    w_scale = _weight_params(w)[0]
-    shape = (-1,) + (1,) * (w._data.ndim - 2)
-    acc = _qgemm.conv(x, q.zero_point, packed.int8(), w._data.shape[2:], packed.stride(), packed.padding(),
-                      packed.dilation())
-    if acc is None:
-        xi = x.astype(_f32)
-        xi -= q.zero_point
-        acc = _conv_accumulate(xi, packed.centered()[0].reshape(w._data.shape), packed.stride(), packed.padding(),
-                               packed.dilation(), packed.groups(), _bound(q.zero_point, packed))
-    ats = _f32(q.scale) * w_scale
-    y = acc.astype(_f32)
-    if packed.bias is not None:
-        y += (packed.bias._data.astype(_f32) / ats).astype(_f32).reshape(shape)
-    y *= (ats / _f32(scale)).astype(_f32).reshape(shape)
-    r = np.rint(y).astype(np.float64) + zero_point
-    np.clip(r, zero_point if relu else 0, 255, out=r)
-    r = r.astype(np.uint8)
-    return _out(r[:, :, 0] if dims == 1 else r, Q.quint8, scale, zero_point)
+    return args[-2:]
 
 
 def conv1d(qx, packed_weight, *args):
     """Quantized 1-d convolution: ``conv1d(qx, packed, output_scale, output_zero_point)``."""
-    return _conv(qx, packed_weight, args, False, 1, "conv1d")
+    return _conv(qx, packed_weight, *_conv_op(args, "conv1d"))
 
 
 def conv1d_relu(qx, packed_weight, *args):
-    return _conv(qx, packed_weight, args, True, 1, "conv1d_relu")
+    return _conv(qx, packed_weight, *_conv_op(args, "conv1d_relu"), True)
 
 
 def conv2d(qx, weight, *args):
-    """Quantized 2-d convolution (quint8 input, packed qint8 weight): the exact integer sums requantized as
-    fbgemm/oneDNN do; ``conv2d(qx, packed, output_scale, output_zero_point)``."""
-    return _conv(qx, weight, args, False, 2, "conv2d")
+    """Quantized 2-d convolution (quint8 input, packed qint8 weight): the exact integer sums requantized as the
+    engine does; ``conv2d(qx, packed, output_scale, output_zero_point)``."""
+    return _conv(qx, weight, *_conv_op(args, "conv2d"))
 
 
 def conv2d_relu(qx, weight, *args):
-    return _conv(qx, weight, args, True, 2, "conv2d_relu")
+    return _conv(qx, weight, *_conv_op(args, "conv2d_relu"), True)
 
 
 def conv3d(qx, weight, *args):
-    return _conv(qx, weight, args, False, 3, "conv3d")
+    return _conv(qx, weight, *_conv_op(args, "conv3d"))
 
 
 def conv3d_relu(qx, weight, *args):
-    return _conv(qx, weight, args, True, 3, "conv3d_relu")
+    return _conv(qx, weight, *_conv_op(args, "conv3d_relu"), True)
+
+
+def conv_transpose1d(qx, packed_weight, output_scale, output_zero_point):
+    return _conv(qx, packed_weight, output_scale, output_zero_point)
+
+
+conv_transpose2d = conv_transpose3d = conv_transpose1d
+
+
+def _conv_add(x, extra, packed, scale, zero_point, relu=False, reflect_padding=None):
+    """Quantized conv2d plus a second quantized input (and ReLU), in float, requantized (onednn only)."""
+    _onednn_only("conv2d_add" + ("_relu" if relu else "") + ".")
+    acc, q = _conv_sums(x, packed, "conv2d_add", reflect_padding)
+    y = _to_float(acc, q.scale, packed.scales, packed.bias, axis=1)
+    y += _qt.dequantize_array(extra._data.arr, _check(extra, "conv2d_add"))
+    if relu:
+        np.maximum(y, 0, out=y)
+    return _out(_qt.quantize_fused(y, scale, zero_point, Q.quint8), Q.quint8, scale, zero_point)
+
+
+def conv2d_add(qx, qaccum, packed_weight, output_scale, output_zero_point):
+    return _conv_add(qx, qaccum, packed_weight, output_scale, output_zero_point)
+
+
+def conv2d_add_relu(qx, qaccum, packed_weight, output_scale, output_zero_point):
+    return _conv_add(qx, qaccum, packed_weight, output_scale, output_zero_point, True)
 
 
 # ---- normalization ---------------------------------------------------------------------------------------------

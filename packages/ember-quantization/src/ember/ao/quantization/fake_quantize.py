@@ -3,9 +3,9 @@ that training sees the rounding of the quantized model (quantization-aware train
 from abc import ABC, abstractmethod
 
 import ember
+from ember._quantized import choose_qparams
 from ember.nn import Module
 
-from . import _qparams
 from .observer import (
     FixedQParamsObserver,
     HistogramObserver,
@@ -218,10 +218,10 @@ class FusedMovingAvgObsFakeQuantize(FakeQuantize):
             return X.clone()
         lo, hi = apo.min_val.tolist(), apo.max_val.tolist()
         if self.is_per_channel:
-            pairs = [_qparams.choose_qparams(a, b, apo.quant_min, apo.quant_max, self.is_symmetric_quant)
+            pairs = [choose_qparams(a, b, apo.quant_min, apo.quant_max, self.is_symmetric_quant)
                      for a, b in zip(lo, hi)]
         else:
-            pairs = [_qparams.choose_qparams(lo, hi, apo.quant_min, apo.quant_max, self.is_symmetric_quant)]
+            pairs = [choose_qparams(lo, hi, apo.quant_min, apo.quant_max, self.is_symmetric_quant)]
         scale = ember.tensor([s for s, _ in pairs], dtype=ember.float32)
         zero_point = ember.tensor([z for _, z in pairs], dtype=self.zero_point.dtype)
         self._store_qparams(scale, zero_point)

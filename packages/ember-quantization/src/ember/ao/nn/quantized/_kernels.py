@@ -1,143 +1,14 @@
-"""The quantized kernels of ``ao.nn.quantized`` modules that ember-core's ``ember.ops.quantized`` does not hold:
-linear layers and convolutions (static, dynamic, float16), normalisations, embeddings, PReLU and matmul.
-
-Integer sums are exact (``_intmath``) and requantized per engine (``_requant``); normalisations dequantize,
-compute in float64 and requantize as PyTorch's vectorised kernels do.
+"""The quantized kernels of ``ao.nn.quantized`` modules that PyTorch keeps outside ``torch.ops.quantized``'s
+linear layers and convolutions (those are ember-core's ``ember.ops.quantized``): normalisations (dequantized,
+computed in float64, requantized as PyTorch's vectorised kernels do), embeddings, PReLU and matmul.
 """
-import warnings
-
 import numpy as np
 
 import ember
-from ember import _quantized as _qt
 
-from . import _intmath, _qarray, _requant
-from ._packed import LinearWeightFp16
+from . import _qarray
 
 _f32 = np.float32
-_UINT8_BOUND = 255
-
-
-def _check_quint8(x, q, name):
-    if q.dtype != ember.quint8:
-        raise RuntimeError(f"Expected input data type QUInt8 but got {q.dtype.torch_name}" if name == "linear" else
-                           f"quantized::{name} (ONEDNN): data type of input should be QUint8.")
-
-
-def linear(x, packed, scale, zero_point, relu=False):
-    """Quantized linear layer: quint8 ``x`` (..., in) by packed weight, output quint8 of ``scale``/``zero_point``."""
-    q = _qarray.check(x, "quantized::linear_relu" if relu else "quantized::linear")
-    _check_quint8(x, q, "linear")
-    if x.shape[-1] != packed.weight.shape[1]:
-        raise RuntimeError(f"The number of rows in the packB should be equal to K: {x.shape[-1]}")
-    acc = _intmath.linear(_qarray.ints(x), q.zero_point, _intmath.bound(q.zero_point, 0, 255), packed.int_weight)
-    out = _requant.requantize(acc, q.scale, packed.scales, packed.bias, scale, zero_point, ember.quint8, relu)
-    return _qarray.per_tensor(out, ember.quint8, scale, zero_point)
-
-
-def _onednn_only(op):
-    """PyTorch's error for an onednn-only op on another engine (``op`` ends in its separator: "linear_tanh ",
-    "conv2d_add.")."""
-    engine = _requant.engine()
-    if engine != "onednn":
-        raise RuntimeError(f"Didn't find engine for operation quantized::{op}{engine.upper()}")
-
-
-def linear_activation(x, packed, scale, zero_point, activation, negative_slope=None):
-    """Quantized linear layer with a fused leaky_relu or tanh, computed on the float result (onednn only, as in
-    PyTorch)."""
-    _onednn_only(f"linear_{activation} ")
-    q = _qarray.check(x, f"quantized::linear_{activation}")
-    _check_quint8(x, q, "linear")
-    acc = _intmath.linear(_qarray.ints(x), q.zero_point, _intmath.bound(q.zero_point, 0, 255), packed.int_weight)
-    y = _requant.to_float(acc, q.scale, packed.scales, packed.bias)
-    y = np.where(y > 0, y, y * _f32(negative_slope)) if activation == "leaky_relu" else np.tanh(y)
-    return _qarray.requantize(y.astype(_f32), ember.quint8, scale, zero_point)
-
-
-def conv_add(x, extra, packed, scale, zero_point, relu=False, reflect_padding=None):
-    """Quantized conv2d plus a second quantized input (and ReLU), in float, requantized (onednn only)."""
-    _onednn_only("conv2d_add" + ("_relu" if relu else "") + ".")
-    q = _qarray.check(x, "quantized::conv2d_add")
-    _check_quint8(x, q, "conv2d_add")
-    padding, mode = (packed.padding, "zeros") if reflect_padding is None else (reflect_padding, "reflect")
-    acc = _intmath.conv(_qarray.ints(x), q.zero_point, _intmath.bound(q.zero_point, 0, 255), packed.int_weight,
-                        packed.kernel, packed.stride, padding, packed.dilation, packed.groups, mode)
-    y = _requant.to_float(acc, q.scale, packed.scales, packed.bias, axis=1)
-    y += _qarray.dequantize(_qarray.ints(extra), _qarray.check(extra, "quantized::conv2d_add"))
-    if relu:
-        np.maximum(y, 0, out=y)
-    return _qarray.per_tensor(_qt.quantize_fused(y, scale, zero_point, ember.quint8), ember.quint8, scale, zero_point)
-
-
-_qnnpack_warned = []
-
-
-def _dynamic_input(a, reduce_range):
-    """float32 array ``a`` quantized to quint8 with the parameters of its own range (PyTorch's dynamic
-    quantization: 0..127 with ``reduce_range`` except on qnnpack, which ignores it)."""
-    from ember.ao.quantization._qparams import choose_qparams
-    if reduce_range and _requant.engine() == "qnnpack":
-        if not _qnnpack_warned:
-            _qnnpack_warned.append(True)
-            warnings.warn("Currently, qnnpack incorrectly ignores reduce_range when it is set to true; this may "
-                          "change in a future release.", stacklevel=5)
-        reduce_range = False
-    lo, hi = (float(a.min()), float(a.max())) if a.size else (0.0, 0.0)
-    scale, zero_point = choose_qparams(lo, hi, 0, 255, False, reduce_range)
-    scale = float(_f32(scale))
-    return _qt.quantize_fused(np.ascontiguousarray(a, _f32), scale, zero_point, ember.quint8), scale, zero_point
-
-
-def linear_dynamic_array(a, packed, reduce_range=True):
-    """float32 ``a`` (..., in) times a packed weight (qint8: ``a`` quantized from its own range; float16: in
-    float32), plus bias: the float32 result."""
-    if isinstance(packed, LinearWeightFp16):
-        y = (a.reshape(-1, a.shape[-1]) @ packed.rows.T).reshape(a.shape[:-1] + (packed.rows.shape[0],))
-        if packed.bias is not None:
-            y += packed.bias.detach().numpy()
-        return y
-    if a.shape[-1] != packed.weight.shape[1]:
-        raise RuntimeError(f"The number of rows in the packB should be equal to K: {a.shape[-1]}")
-    ints, scale, zero_point = _dynamic_input(a, reduce_range)
-    acc = _intmath.linear(ints, zero_point, _intmath.bound(zero_point, 0, 255), packed.int_weight)
-    return _requant.to_float(acc, scale, packed.scales, packed.bias)
-
-
-def linear_dynamic(x, packed, reduce_range=True, relu=False):
-    """Dynamically quantized linear layer: float32 tensor in and out."""
-    if x.dtype != ember.float32:
-        raise RuntimeError(f"expected scalar type Float but found {str(x.dtype).split('.')[-1].title()}")
-    y = linear_dynamic_array(x.detach().numpy(), packed, reduce_range)
-    if relu:
-        np.maximum(y, 0, out=y)
-    return ember.from_numpy(np.ascontiguousarray(y, _f32))
-
-
-def conv(x, packed, scale, zero_point, relu=False, reflect_padding=None):
-    """Quantized convolution (transposed when the packed weight is): quint8 (N, C, *L) in, quint8 out; with
-    ``reflect_padding``, the input padded by reflection instead of the packed weight's zero padding."""
-    n = len(packed.stride)
-    name = f"conv_transpose{n}d" if packed.transposed else f"conv{n}d"
-    # (PyTorch's 2-d and 3-d convolutions are the ".new" overloads of its ops)
-    q = _qarray.check(x, f"quantized::{name}" + ("_relu" if relu else "") + (".new" if name in ("conv2d", "conv3d")
-                                                                             else ""))
-    _check_quint8(x, q, name)
-    channels = packed.weight.shape[0] if packed.transposed else packed.weight.shape[1] * packed.groups
-    if x.shape[1] != channels:
-        raise RuntimeError(f"Given groups={packed.groups}, expected input channels to be {channels}, but got "
-                           f"{x.shape[1]} channels")
-    bound = _intmath.bound(q.zero_point, 0, 255)
-    if packed.transposed:
-        acc = _intmath.conv_transpose(_qarray.ints(x), q.zero_point, bound, packed.int_weight, packed.kernel,
-                                      packed.stride, packed.padding, packed.output_padding, packed.dilation,
-                                      packed.groups)
-    else:
-        padding, mode = (packed.padding, "zeros") if reflect_padding is None else (reflect_padding, "reflect")
-        acc = _intmath.conv(_qarray.ints(x), q.zero_point, bound, packed.int_weight, packed.kernel, packed.stride,
-                            padding, packed.dilation, packed.groups, mode)
-    out = _requant.requantize(acc, q.scale, packed.scales, packed.bias, scale, zero_point, ember.quint8, relu, 1)
-    return _qarray.per_tensor(np.ascontiguousarray(out), ember.quint8, scale, zero_point)
 
 
 # ---- normalisation: dequantize, float64 statistics, requantize ---------------------------------------------------

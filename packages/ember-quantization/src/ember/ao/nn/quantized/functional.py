@@ -5,8 +5,6 @@ import ember
 import ember.nn.functional as F
 from ember.ops import quantized as qops
 
-from . import _kernels
-from ._packed import ConvWeight, LinearWeight
 from .modules.utils import _to_tuple
 
 __all__ = ["avg_pool2d", "avg_pool3d", "adaptive_avg_pool2d", "adaptive_avg_pool3d", "conv1d", "conv2d", "conv3d",
@@ -51,9 +49,9 @@ def _conv(n, input, weight, bias, stride, padding, dilation, groups, padding_mod
         raise NotImplementedError("Only torch.qint8 is supported for weight tensor!")
     if input.dim() != n + 2:
         raise ValueError("Input shape must be `" + {1: "(N, C, L)", 2: "(N, C, H, W)", 3: "(N, C, D, H, W)"}[n] + "`!")
-    packed = ConvWeight(weight, bias, _to_tuple(stride, n), _to_tuple(padding, n), (0,) * n, _to_tuple(dilation, n),
-                        groups, False)
-    return _kernels.conv(input, packed, scale, zero_point)
+    packed = qops.ConvPackedParams(weight, bias, _to_tuple(stride, n), _to_tuple(padding, n), (0,) * n,
+                                   _to_tuple(dilation, n), groups, False)
+    return qops._conv(input, packed, scale, zero_point)
 
 
 def conv1d(input, weight, bias, stride=1, padding=0, dilation=1, groups=1, padding_mode="zeros", scale=1.0,
@@ -86,7 +84,7 @@ def linear(input, weight, bias=None, scale=None, zero_point=None):
         scale = input.q_scale()
     if zero_point is None:
         zero_point = input.q_zero_point()
-    return _kernels.linear(input, LinearWeight(weight, bias), scale, zero_point)
+    return qops.linear(input, qops.LinearPackedParams(weight, bias), scale, zero_point)
 
 
 def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):

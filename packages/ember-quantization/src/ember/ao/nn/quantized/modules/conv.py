@@ -2,9 +2,8 @@
 import ember
 import ember.nn as nn
 from ember.nn.utils.fusion import fuse_conv_bn_weights
+from ember.ops import quantized as qops
 
-from .. import _kernels
-from .._packed import ConvWeight
 from .utils import WeightedQuantizedModule, _quantize_weight, _to_tuple
 
 __all__ = ["Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d"]
@@ -48,8 +47,8 @@ class _ConvNd(WeightedQuantizedModule):
 
     def set_weight_bias(self, w, b):
         padding = self.padding if self.padding_mode == "zeros" else (0,) * self._N  # (reflection pads the input)
-        self._packed_params = ConvWeight(w, b, self.stride, padding, self.output_padding, self.dilation,
-                                         self.groups, self.transposed)
+        self._packed_params = qops.ConvPackedParams(w, b, self.stride, padding, self.output_padding, self.dilation,
+                                                    self.groups, self.transposed)
 
     def _weight_bias(self):
         return self._packed_params.unpack()
@@ -80,7 +79,7 @@ class _ConvNd(WeightedQuantizedModule):
             raise ValueError("Input shape must be `" + {1: "(N, C, L)", 2: "(N, C, H, W)",
                                                         3: "(N, C, D, H, W)"}[self._N] + "`!")
         reflect = self.padding if self.padding_mode == "reflect" else None
-        return _kernels.conv(input, self._packed_params, self.scale, self.zero_point, reflect_padding=reflect)
+        return qops._conv(input, self._packed_params, self.scale, self.zero_point, reflect_padding=reflect)
 
     def _save_to_state_dict(self, destination, prefix, keep_vars):
         super()._save_to_state_dict(destination, prefix, keep_vars)

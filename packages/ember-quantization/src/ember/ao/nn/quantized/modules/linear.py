@@ -4,9 +4,8 @@ from collections.abc import Iterable
 import ember
 import ember.nn as nn
 from ember.nn.utils.fusion import fuse_linear_bn_weights
+from ember.ops import quantized as qops
 
-from .. import _kernels
-from .._packed import LinearWeight, LinearWeightFp16
 from .utils import WeightedQuantizedModule, _hide_packed_params_repr, _quantize_weight
 
 __all__ = ["LinearPackedParams", "Linear"]
@@ -32,9 +31,9 @@ class LinearPackedParams(nn.Module):
 
     def set_weight_bias(self, weight, bias):
         if self.dtype == ember.qint8:
-            self._packed_params = LinearWeight(weight, bias)
+            self._packed_params = qops.LinearPackedParams(weight, bias)
         elif self.dtype == ember.float16:
-            self._packed_params = LinearWeightFp16(weight, bias)
+            self._packed_params = qops.LinearPackedParamsFp16(weight, bias)
         else:
             raise RuntimeError("Unsupported dtype on dynamic quantized linear!")
 
@@ -95,7 +94,7 @@ class Linear(WeightedQuantizedModule):
         return _hide_packed_params_repr(self, LinearPackedParams)
 
     def forward(self, x):
-        return _kernels.linear(x, self._packed_params._packed_params, self.scale, self.zero_point)
+        return qops.linear(x, self._packed_params._packed_params, self.scale, self.zero_point)
 
     def _save_to_state_dict(self, destination, prefix, keep_vars):
         super()._save_to_state_dict(destination, prefix, keep_vars)

@@ -1,7 +1,7 @@
 """Quantized ConvAdd2d / ConvAddReLU2d: a convolution plus a second quantized input (and a ReLU)."""
 import ember.ao.nn.quantized as nnq
 from ember.ao.nn import intrinsic as nni
-from ember.ao.nn.quantized import _kernels
+from ember.ops import quantized as qops
 
 __all__ = ["ConvAdd2d", "ConvAddReLU2d"]
 
@@ -16,8 +16,8 @@ class ConvAdd2d(nnq.Conv2d):
         if input.dim() != 4:
             raise ValueError("Input shape must be `(N, C, H, W)`!")
         reflect = self.padding if self.padding_mode == "reflect" else None
-        return _kernels.conv_add(input, extra_input, self._packed_params, self.scale, self.zero_point, self._RELU,
-                                 reflect)
+        return qops._conv_add(input, extra_input, self._packed_params, self.scale, self.zero_point, self._RELU,
+                              reflect)
 
     def _get_name(self):
         return "QuantizedConvAdd2d"

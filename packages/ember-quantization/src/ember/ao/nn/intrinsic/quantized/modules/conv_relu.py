@@ -1,8 +1,8 @@
 """Quantized ConvReLU1d/2d/3d: convolutions with a fused ReLU."""
 import ember.ao.nn.quantized as nnq
 from ember.ao.nn import intrinsic as nni
-from ember.ao.nn.quantized import _kernels
 from ember.nn.utils.fusion import fuse_conv_bn_weights
+from ember.ops import quantized as qops
 
 __all__ = ["ConvReLU1d", "ConvReLU2d", "ConvReLU3d"]
 
@@ -16,8 +16,8 @@ class _ConvReLU:
             raise ValueError("Input shape must be `" + {1: "(N, C, L)", 2: "(N, C, H, W)",
                                                         3: "(N, C, D, H, W)"}[self._N] + "`!")
         reflect = self.padding if self.padding_mode == "reflect" else None
-        return _kernels.conv(input, self._packed_params, self.scale, self.zero_point, relu=True,
-                             reflect_padding=reflect)
+        return qops._conv(input, self._packed_params, self.scale, self.zero_point, relu=True,
+                         reflect_padding=reflect)
 
     @classmethod
     def from_float(cls, mod, use_precomputed_fake_quant=False):

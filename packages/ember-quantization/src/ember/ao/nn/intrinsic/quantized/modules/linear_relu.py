@@ -2,8 +2,8 @@
 import ember
 import ember.ao.nn.quantized as nnq
 from ember.ao.nn import intrinsic as nni
-from ember.ao.nn.quantized import _kernels
 from ember.ao.nn.quantized.modules.utils import _quantize_weight
+from ember.ops import quantized as qops
 
 __all__ = ["LinearReLU", "LinearLeakyReLU", "LinearTanh"]
 
@@ -17,7 +17,7 @@ class LinearReLU(nnq.Linear):
         super().__init__(in_features, out_features, bias, dtype)
 
     def forward(self, x):
-        return _kernels.linear(x, self._packed_params._packed_params, self.scale, self.zero_point, relu=True)
+        return qops.linear_relu(x, self._packed_params._packed_params, self.scale, self.zero_point)
 
     def _get_name(self):
         return "QuantizedLinearReLU"
@@ -60,8 +60,8 @@ class LinearLeakyReLU(nnq.Linear):
         self.negative_slope = negative_slope
 
     def forward(self, x):
-        return _kernels.linear_activation(x, self._packed_params._packed_params, self.scale, self.zero_point,
-                                          "leaky_relu", self.negative_slope)
+        return qops.linear_leaky_relu(x, self._packed_params._packed_params, self.scale, self.zero_point,
+                                      self.negative_slope)
 
     def _get_name(self):
         return "QuantizedLinearLeakyReLU"
@@ -88,7 +88,7 @@ class LinearTanh(nnq.Linear):
         super().__init__(in_features, out_features, bias, dtype)
 
     def forward(self, x):
-        return _kernels.linear_activation(x, self._packed_params._packed_params, self.scale, self.zero_point, "tanh")
+        return qops.linear_tanh(x, self._packed_params._packed_params, self.scale, self.zero_point)
 
     def _get_name(self):
         return "QuantizedLinearTanh"

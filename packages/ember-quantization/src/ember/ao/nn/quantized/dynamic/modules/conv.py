@@ -4,8 +4,9 @@ point and dequantized (hence PyTorch's warning of their poor accuracy, repeated 
 import warnings
 
 import ember
-from ember.ao.nn.quantized import _kernels, _qarray
+from ember.ao.nn.quantized import _qarray
 from ember.ao.nn.quantized.modules import conv as _qconv
+from ember.ops import quantized as qops
 
 __all__ = ["Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d"]
 
@@ -35,10 +36,10 @@ class _DynamicConv:
                                                         3: "(N, C, D, H, W)"}[self._N] + "`!")
         if input.dtype != ember.float32:
             raise RuntimeError(f"expected scalar type Float but found {str(input.dtype).split('.')[-1].title()}")
-        ints, scale, zero_point = _kernels._dynamic_input(input.detach().numpy(), reduce_range)
+        ints, scale, zero_point = qops._dynamic_input(input.detach().numpy(), reduce_range)
         q = _qarray.per_tensor(ints, ember.quint8, scale, zero_point)
         reflect = self.padding if self.padding_mode == "reflect" else None
-        return _kernels.conv(q, self._packed_params, scale, zero_point, reflect_padding=reflect).dequantize()
+        return qops._conv(q, self._packed_params, scale, zero_point, reflect_padding=reflect).dequantize()
 
 
 class Conv1d(_DynamicConv, _qconv.Conv1d):

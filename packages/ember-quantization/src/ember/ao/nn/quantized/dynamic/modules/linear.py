@@ -3,8 +3,8 @@ each call from their own range."""
 import ember
 import ember.ao.nn.quantized as nnq
 import ember.nn as nn
-from ember.ao.nn.quantized import _kernels
 from ember.ao.nn.quantized.modules.utils import _quantize_weight
+from ember.ops import quantized as qops
 
 __all__ = ["Linear"]
 
@@ -29,7 +29,7 @@ class Linear(nnq.Linear):
 
     def forward(self, x):
         reduce_range = self.version is not None and self.version >= 4
-        return _kernels.linear_dynamic(x, self._packed_params._packed_params, reduce_range).to(x.dtype)
+        return qops.linear_dynamic(x, self._packed_params._packed_params, reduce_range).to(x.dtype)
 
     def _get_name(self):
         return "DynamicQuantizedLinear"

@@ -9,11 +9,11 @@ import numpy as np
 import ember
 import ember.nn as nn
 from ember import _serialization
-from ember.ao.nn.quantized import _kernels
-from ember.ao.nn.quantized._packed import LinearWeight, LinearWeightFp16
 from ember.ao.nn.quantized.modules.utils import _quantize_weight
 from ember.nn.modules.module import _addindent
 from ember.nn.utils.rnn import PackedSequence
+from ember.ops import quantized as qops
+from ember.ops.quantized import LinearPackedParams, LinearPackedParamsFp16
 
 from .linear import _dynamic_weight_observer
 
@@ -35,7 +35,7 @@ def apply_permutation(tensor, permutation, dim=1):
 
 def pack_weight_bias(qweight, bias, dtype):
     """A packed weight: qint8 (quantized ``qweight``) or float16 (float ``qweight``)."""
-    return LinearWeight(qweight, bias) if dtype == ember.qint8 else LinearWeightFp16(qweight, bias)
+    return LinearPackedParams(qweight, bias) if dtype == ember.qint8 else LinearPackedParamsFp16(qweight, bias)
 
 
 class CellParams:
@@ -46,14 +46,14 @@ class CellParams:
         self.packed_ih, self.packed_hh, self.reduce_range = packed_ih, packed_hh, reduce_range
 
     def linear_ih(self, a):
-        return _kernels.linear_dynamic_array(a, self.packed_ih, self.reduce_range)
+        return qops._linear_dynamic_array(a, self.packed_ih, self.reduce_range)
 
     def linear_hh(self, a):
-        return _kernels.linear_dynamic_array(a, self.packed_hh, self.reduce_range)
+        return qops._linear_dynamic_array(a, self.packed_hh, self.reduce_range)
 
     def __getstate__(self):
         packed = [self.packed_ih, self.packed_hh]
-        if isinstance(self.packed_ih, LinearWeightFp16):
+        if isinstance(self.packed_ih, LinearPackedParamsFp16):
             return ("quantized_fp16", [], [], [], packed), None
         return ("quantized_dynamic", [self.packed_ih.bias, self.packed_hh.bias], [], [int(self.reduce_range)],
                 packed), None
@@ -252,10 +252,10 @@ class RNNBase(nn.Module):
 
         def packed(w, b):
             if dtype == ember.float16:
-                return LinearWeightFp16(w.float(), b)
+                return LinearPackedParamsFp16(w.float(), b)
             observer = _dynamic_weight_observer(mod)
             observer(w)
-            return LinearWeight(_quantize_weight(w.float(), observer), b)
+            return LinearPackedParams(_quantize_weight(w.float(), observer), b)
 
         q._all_weight_values = nn.ModuleList([
             PackedParameter(CellParams(packed(getattr(mod, f"weight_ih_l{layer}{suffix}"),
@@ -426,8 +426,8 @@ class RNNCellBase(nn.Module):
     def _gates(self, input, h):
         """(input projection, hidden projection) as float32 arrays."""
         x = input.detach().numpy().astype(_f32)
-        return (_kernels.linear_dynamic_array(x, self._packed_weight_ih),
-                _kernels.linear_dynamic_array(h.detach().numpy().astype(_f32), self._packed_weight_hh))
+        return (qops._linear_dynamic_array(x, self._packed_weight_ih),
+                qops._linear_dynamic_array(h.detach().numpy().astype(_f32), self._packed_weight_hh))
 
     @classmethod
     def from_float(cls, mod, use_precomputed_fake_quant=False):

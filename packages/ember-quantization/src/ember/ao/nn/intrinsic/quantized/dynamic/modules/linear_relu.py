@@ -2,7 +2,7 @@
 import ember
 import ember.ao.nn.quantized.dynamic as nnqd
 from ember.ao.nn import intrinsic as nni
-from ember.ao.nn.quantized import _kernels
+from ember.ops import quantized as qops
 
 __all__ = ["LinearReLU"]
 
@@ -16,7 +16,7 @@ class LinearReLU(nnqd.Linear):
         super().__init__(in_features, out_features, bias, dtype)
 
     def forward(self, x):
-        return _kernels.linear_dynamic(x, self._packed_params._packed_params, reduce_range=True, relu=True)
+        return qops.linear_relu_dynamic(x, self._packed_params._packed_params, reduce_range=True)
 
     def _get_name(self):
         return "DynamicQuantizedLinearReLU"
