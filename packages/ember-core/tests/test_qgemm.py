@@ -101,3 +101,19 @@ def test_ops_agree_on_both_paths(monkeypatch):
     floats = _linear_and_conv(_jit.forced)
     for a, b in zip(compiled, floats):
         np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("dtype, zero_point", [("quint8", 131), ("qint8", -7)])
+def test_dequantize_loop(dtype, zero_point, monkeypatch):
+    """The compiled dequantizing loop gives the NumPy path's values (and PyTorch's)."""
+    torch = pytest.importorskip("torch")
+    x = np.random.default_rng(5).standard_normal((3, 5000)).astype(np.float32) * 4
+    q = ember.quantize_per_tensor(ember.tensor(x), 0.037, zero_point, getattr(ember, dtype))
+    with monkeypatch.context() as m:
+        m.setattr(_jit, "loop", lambda *args, **kwargs: None)
+        plain = q.dequantize().numpy()
+    with _jit.forced():
+        compiled = q.dequantize().numpy()
+    np.testing.assert_array_equal(compiled, plain)
+    t = torch.quantize_per_tensor(torch.tensor(x), 0.037, zero_point, getattr(torch, dtype)).dequantize().numpy()
+    np.testing.assert_array_equal(compiled, t)

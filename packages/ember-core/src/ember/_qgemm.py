@@ -55,11 +55,12 @@ class Int8Weight:
         self._packed = None
 
     def packed(self):
-        """(the weight as ``(panels, groups, NR * 16, 4)`` int8, zero-padded; its column sums ``sum_k b``, int64)."""
+        """(the weight as ``(panels, groups, width, 4)`` int8, zero-padded, ``width`` columns a panel (the loop's
+        NR * 16, or NARROW * 16 for narrow weights); its column sums ``sum_k b``, int64)."""
         if self._packed is None:
-            from ._qgemm_loops import NR  # (only once the loop is ready: numba is imported by then)
+            from ._qgemm_loops import NARROW, NR  # (only once the loop is ready: numba is imported by then)
             n, k = self.ints.shape
-            width = NR * 16
+            width = (NARROW if n <= NARROW * 16 else NR) * 16
             panels, groups = -(-n // width), -(-k // 4)
             full = np.zeros((panels * width, groups * 4), np.int8)
             full[:n, :k] = self.ints

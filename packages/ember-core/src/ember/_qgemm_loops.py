@@ -5,7 +5,8 @@ ember``; used only where the CPU has AVX-512 VNNI).
 ``NR * 16`` output columns and each group of 4 consecutive inputs, the 4 weight bytes of every column side by side.
 A tile of ``MR`` (or fewer) rows by one panel keeps its ``MR * NR`` accumulators (16 int32 columns each) in
 registers through all the groups: per group, ``NR`` 64-byte loads of the weight, one 4-byte broadcast per row, and
-``MR * NR`` ``vpdpbusd`` (u8 x s8 products summed four at a time into int32 lanes, no saturation). The tile is LLVM IR
+``MR * NR`` ``vpdpbusd`` (u8 x s8 products summed four at a time into int32 lanes, no saturation). Narrow weights
+(up to 32 outputs) pack in panels of ``NARROW * 16`` columns instead. The tile is LLVM IR
 written here (``_tile``), as numba would widen the int32 products to int64 and never reach the instruction.
 """
 import numba
@@ -14,12 +15,15 @@ from numba.core import cgutils, types
 from numba.core.extending import intrinsic
 
 MR = 6  # rows per tile
-NR = 4  # zmm registers of 16 int32 columns per tile: 6 x 4 accumulators, 4 weight vectors and a broadcast: 29 of 32
+# zmm registers of 16 int32 columns per tile: 6 x 4 accumulators, 4 weight vectors and a broadcast use 29 of 32; a
+# weight of 32 outputs or fewer packs in panels of 2 (half of a 4-wide panel would be padding)
+NR = 4
+NARROW = 2
 _I64, _I32 = ir.IntType(64), ir.IntType(32)
 _V16 = ir.VectorType(_I32, 16)
 
 
-def _tile(mr):
+def _tile(mr, NR):  # noqa: N803 - (the panel width, as in the module's description)
     """An intrinsic ``tile(a, lda, b, init, c, ldc, groups)`` on addresses: ``c[r, :NR * 16] = init + sum over groups
     g of a[r, 4g:4g + 4] . b[g, :, :]`` for the ``mr`` rows ``r`` of ``a`` (``lda`` bytes apart), ``c``'s rows ``ldc``
     int32 apart."""
@@ -74,14 +78,16 @@ def _tile(mr):
     return intrinsic(typer)
 
 
-_t1, _t2, _t3, _t4, _t5, _t6 = (_tile(m) for m in range(1, MR + 1))
+_w1, _w2, _w3, _w4, _w5, _w6 = (_tile(m, NR) for m in range(1, MR + 1))
+_n1, _n2, _n3, _n4, _n5, _n6 = (_tile(m, NARROW) for m in range(1, MR + 1))
 
 
 @numba.njit(cache=True, nogil=True)
 def gemm(a, b, init, c, m0, m1, p0, p1):
     """``c[m0:m1, panels p0:p1] = a[m0:m1] @ b + init`` (int32): ``a`` uint8 (M, 4 * groups), ``b`` the packed int8
-    weight (panels, groups, NR * 16, 4), ``init`` int32 (panels * NR * 16,), ``c`` int32 (M, panels * NR * 16)."""
-    groups, width = b.shape[1], NR * 16
+    weight (panels, groups, width, 4) with ``width`` NR * 16 or NARROW * 16, ``init`` int32 (panels * width,), ``c``
+    int32 (M, panels * width)."""
+    groups, width = b.shape[1], b.shape[2]
     lda, ldc = a.shape[1], c.shape[1]
     for p in range(p0, p1):
         bp = b.ctypes.data + p * groups * width * 4
@@ -90,15 +96,28 @@ def gemm(a, b, init, c, m0, m1, p0, p1):
             ap = a.ctypes.data + m * lda
             cp = c.ctypes.data + (m * ldc + p * width) * 4
             rows = min(MR, m1 - m)
-            if rows == 6:
-                _t6(ap, lda, bp, ip, cp, ldc, groups)
+            if width == NR * 16:
+                if rows == 6:
+                    _w6(ap, lda, bp, ip, cp, ldc, groups)
+                elif rows == 5:
+                    _w5(ap, lda, bp, ip, cp, ldc, groups)
+                elif rows == 4:
+                    _w4(ap, lda, bp, ip, cp, ldc, groups)
+                elif rows == 3:
+                    _w3(ap, lda, bp, ip, cp, ldc, groups)
+                elif rows == 2:
+                    _w2(ap, lda, bp, ip, cp, ldc, groups)
+                else:
+                    _w1(ap, lda, bp, ip, cp, ldc, groups)
+            elif rows == 6:
+                _n6(ap, lda, bp, ip, cp, ldc, groups)
             elif rows == 5:
-                _t5(ap, lda, bp, ip, cp, ldc, groups)
+                _n5(ap, lda, bp, ip, cp, ldc, groups)
             elif rows == 4:
-                _t4(ap, lda, bp, ip, cp, ldc, groups)
+                _n4(ap, lda, bp, ip, cp, ldc, groups)
             elif rows == 3:
-                _t3(ap, lda, bp, ip, cp, ldc, groups)
+                _n3(ap, lda, bp, ip, cp, ldc, groups)
             elif rows == 2:
-                _t2(ap, lda, bp, ip, cp, ldc, groups)
+                _n2(ap, lda, bp, ip, cp, ldc, groups)
             else:
-                _t1(ap, lda, bp, ip, cp, ldc, groups)
+                _n1(ap, lda, bp, ip, cp, ldc, groups)

@@ -31,3 +31,22 @@ def add(a, b, sa, pa, sb, pb, inv, zero_point, lo, hi, relu, out):
         if relu:
             y = max(y, np.float32(0))
         out[i] = np.int32(min(max(np.rint(y * inv) + zero_point, lo), hi))
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy")
+def requantize(acc, add, multiplier, zero_point, lo, hi, out):
+    """Integer sums ``acc`` (R, C) of a linear layer or convolution (channels last) to 8-bit integers, as the x86
+    engines requantize: ``rint((float32(acc) + add[c]) * multiplier[c]) + zero_point`` clamped to ``[lo, hi]``."""
+    for r in range(acc.shape[0]):
+        for c in range(acc.shape[1]):
+            y = np.rint((np.float32(acc[r, c]) + add[c]) * multiplier[c]) + zero_point
+            out[r, c] = np.int32(min(max(y, lo), hi))
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy")
+def sums_to_float(acc, scale, bias, out):
+    """float32 outputs of dynamic quantization's integer sums ``acc`` (R, C): ``float32(acc) * scale[c] + bias[c]``
+    in float64 (the product exact there), rounded once to float32."""
+    for r in range(acc.shape[0]):
+        for c in range(acc.shape[1]):
+            out[r, c] = np.float32(np.float64(np.float32(acc[r, c])) * scale[c] + bias[c])

@@ -332,7 +332,7 @@ def dequantize_array(arr, q):
     """The float32 values of integers ``arr`` under quantizer ``q`` (8-bit per-tensor integers of many elements: a
 compiled loop of the same operations)."""
     if not q.per_channel:
-        if arr.size >= _jit.JIT_MIN and arr.dtype.itemsize == 1:  # (small: NumPy's own loops are as fast)
+        if _jit.wanted(arr.size) and arr.dtype.itemsize == 1:  # (small: NumPy's own loops are as fast)
             fn = _jit.loop("ember._qloops", "dequantize", _DEQUANTIZE_SIG[arr.dtype], arr.size, exact=True)
             if fn is not None:
                 args = _f32(q.zero_point), _f32(q.scale)

@@ -663,12 +663,18 @@ def _qnnpack_bias(bias, x_scale, w_scales):
 
 
 def _requantize(acc, x_scale, w_scales, bias, out_scale, out_zero_point, dtype, relu=False, axis=-1):
-    """Integers (``dtype``'s) of exact sums ``acc`` (int32 or floats; output channels along ``axis``) for an
-    output of ``out_scale``/``out_zero_point``."""
+    """Integers (``dtype``'s) of exact sums ``acc`` (int32 or floats; output channels along ``axis``: -1, or 1 of
+    a convolution's (N, O, *L)) for an output of ``out_scale``/``out_zero_point``."""
     shape = _channel_shape(acc.ndim, axis)
     ats = _f32(x_scale) * np.asarray(w_scales, _f32)
-    multiplier = (ats / _f32(out_scale)).reshape(shape)
-    if _engine() == "qnnpack":
+    multiplier = ats / _f32(out_scale)
+    qnnpack = _engine() == "qnnpack"
+    if not qnnpack and acc.dtype == np.int32:  # (the compiled product's sums: one compiled pass, the same values)
+        out = _requantize_loop(acc, ats, bias, multiplier, out_zero_point, dtype, relu, axis)
+        if out is not None:
+            return out
+    multiplier = multiplier.reshape(shape)
+    if qnnpack:
         if bias is not None:
             acc = acc + _qnnpack_bias(bias, x_scale, w_scales).reshape(shape)  # (an int32 sum, then float32)
         v = acc.astype(_f32)
@@ -683,6 +689,26 @@ def _requantize(acc, x_scale, w_scales, bias, out_scale, out_zero_point, dtype, 
     return v.astype(dtype.np)
 
 
+_REQUANTIZE_SIG = "(int32[:, :], float32[::1], float32[::1], float32, float32, float32, uint8[:, ::1])"
+
+
+def _requantize_loop(acc, ats, bias, multiplier, zero_point, dtype, relu, axis):
+    """``_requantize`` of int32 sums by ``ember._qloops.requantize``, or None when the loop is not ready. A
+    convolution's sums (``_qgemm.conv``'s: channels last in memory) give a channels-last output, as PyTorch's x86
+    convolutions do."""
+    if dtype is not Q.quint8 or not _jit.wanted(acc.size):
+        return None
+    fn = _jit.loop("ember._qloops", "requantize", _REQUANTIZE_SIG, acc.size, exact=True)
+    if fn is None:
+        return None
+    sums = np.moveaxis(acc, axis, -1)
+    out = np.empty(sums.shape, np.uint8)
+    add = np.zeros(len(ats), _f32) if bias is None else (bias._data.astype(_f32) / ats).astype(_f32)
+    fn(sums.reshape(-1, sums.shape[-1]), add, multiplier.astype(_f32), _f32(zero_point),
+       _f32(zero_point if relu else dtype.qmin), _f32(dtype.qmax), out.reshape(-1, sums.shape[-1]))
+    return np.moveaxis(out, -1, axis)
+
+
 def _to_float(acc, x_scale, w_scales, bias, axis=-1):
     """Float32 outputs of exact sums ``acc`` of dynamically quantized inputs (scale ``x_scale``)."""
     shape = _channel_shape(acc.ndim, axis)
@@ -693,6 +719,14 @@ def _to_float(acc, x_scale, w_scales, bias, axis=-1):
             y += bias._data.astype(_f32).reshape(shape)
         return y
     # the sum as float32 times a float32 scale is exact in float64; adding the bias there, then rounding: the fma
+    if axis == -1 and acc.dtype == np.int32 and _jit.wanted(acc.size):
+        fn = _jit.loop("ember._qloops", "sums_to_float", "(int32[:, :], float64[::1], float64[::1], float32[:, ::1])",
+                       acc.size, exact=True)
+        if fn is not None:  # (one compiled pass of the same operations)
+            out = np.empty(acc.shape, _f32)
+            b = np.zeros(acc.shape[-1]) if bias is None else bias._data.astype(np.float64)
+            fn(acc.reshape(-1, acc.shape[-1]), ats.reshape(-1).astype(np.float64), b, out.reshape(-1, acc.shape[-1]))
+            return out
     y = acc.astype(_f32, copy=False).astype(np.float64)
     y *= ats
     if bias is not None:
@@ -859,7 +893,7 @@ def _conv(x, packed, scale, zero_point, relu=False, reflect_padding=None):
                            f"got {x._data.ndim}-d")
     acc, q = _conv_sums(x, packed, name, reflect_padding, relu)
     out = _requantize(acc, q.scale, packed.scales, packed.bias, scale, zero_point, Q.quint8, relu, 1)
-    return _out(np.ascontiguousarray(out), Q.quint8, scale, zero_point)
+    return _out(out, Q.quint8, scale, zero_point)
 
 
 def _new_view(x, arr):
