@@ -115,8 +115,30 @@ def test_skip_init_functional_call_memory_format():
         out_t = torch.nn.utils.stateless.functional_call(t, {"weight": w}, (x,))
     assert_same(out_e, out_t)
 
-    net = ember.nn.Sequential(ember.nn.Conv2d(2, 3, 1), ember.nn.Conv3d(3, 3, 1))
-    before = [p.clone() for p in net.parameters()]
-    assert ember.nn.utils.convert_conv2d_weight_memory_format(net, "channels_last") is net
-    assert ember.nn.utils.convert_conv3d_weight_memory_format(net, "channels_last_3d") is net
-    assert all(ember.equal(a, b) for a, b in zip(before, net.parameters()))
+
+def test_convert_conv_weight_memory_format():
+    nets = {lib: lib.nn.Sequential(lib.nn.Conv2d(2, 3, 2), lib.nn.Sequential(lib.nn.ConvTranspose2d(3, 2, 2)),
+                                   lib.nn.Conv3d(3, 3, 2), lib.nn.Linear(2, 2)) for lib in (ember, torch)}
+    before = [p.clone() for p in nets[ember].parameters()]
+    for lib, net in nets.items():
+        assert lib.nn.utils.convert_conv2d_weight_memory_format(net, lib.channels_last) is net
+        assert lib.nn.utils.convert_conv3d_weight_memory_format(net, lib.channels_last_3d) is net
+    assert [p.stride() for p in nets[ember].parameters()] == [p.stride() for p in nets[torch].parameters()]
+    assert nets[ember][0].weight.is_contiguous(memory_format=ember.channels_last)
+    assert all(ember.equal(a, b) for a, b in zip(before, nets[ember].parameters()))
+
+
+def test_module_to_memory_format():
+    nets = {lib: lib.nn.Sequential(lib.nn.Conv2d(2, 3, 2), lib.nn.BatchNorm2d(3), lib.nn.Linear(2, 2))
+            for lib in (ember, torch)}
+    for lib, net in nets.items():
+        assert net.to(memory_format=lib.channels_last) is net
+    assert [p.stride() for p in nets[ember].parameters()] == [p.stride() for p in nets[torch].parameters()]
+    with pytest.raises(RuntimeError, match="required rank 5"):
+        nets[torch].to(memory_format=torch.channels_last_3d)
+    with pytest.raises(RuntimeError, match="required rank 5"):
+        nets[ember].to(memory_format=ember.channels_last_3d)
+    x = ember.randn(2, 2, 3, 3)
+    cl = x.to(memory_format=ember.channels_last)
+    assert cl.is_contiguous(memory_format=ember.channels_last)
+    assert ember.allclose(nets[ember](cl), nets[ember](x))

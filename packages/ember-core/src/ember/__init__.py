@@ -56,6 +56,14 @@ from ._dtype import (  # noqa: E402
 from ._factory import get_default_device, set_default_device  # noqa: E402
 from ._layout import layout, sparse_coo, sparse_csr, strided  # noqa: E402
 from ._legacy_types import *  # noqa: E402,F401,F403  (ember.FloatTensor, ember.LongTensor, ...)
+from ._memory_format import (  # noqa: E402
+    channels_last,
+    channels_last_3d,
+    contiguous_format,
+    legacy_contiguous_format,
+    memory_format,
+    preserve_format,
+)
 from ._ops.fake_quantize import fake_quantize_per_channel_affine, fake_quantize_per_tensor_affine  # noqa: E402
 from ._printing import set_printoptions  # noqa: E402
 from ._promotion import broadcast_shapes, can_cast, promote_types, result_type  # noqa: E402

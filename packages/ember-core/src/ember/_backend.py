@@ -32,6 +32,11 @@ def xp_of(arr):
     return meta_xp if type(arr) is MetaArray else cupy()
 
 
+def is_array(arr):
+    """Whether ``arr`` is a NumPy or CuPy array (not a meta array, nor a sparse or quantized tensor's payload)."""
+    return type(arr) is np.ndarray or type(arr).__module__.partition(".")[0] == "cupy"
+
+
 def is_host(arr):
     return type(arr) is np.ndarray
 

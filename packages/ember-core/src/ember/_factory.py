@@ -5,7 +5,7 @@ import math
 
 import numpy as np
 
-from . import _backend, _extensions
+from . import _backend, _extensions, _memory_format
 from . import _dtype as D
 from ._device import CPU, as_device
 from ._meta_array import MetaArray
@@ -105,8 +105,15 @@ def ones(*shape, size=None, out=None, dtype=None, layout=None, device=None, requ
 @factory("empty")
 def empty(*shape, size=None, out=None, dtype=None, layout=None, device=None, requires_grad=False,
           pin_memory=False, memory_format=None):
-    """An uninitialised tensor of the given shape."""
-    return _make(shape_or_size("empty", shape, size), dtype, device, requires_grad, out, np.empty)
+    """An uninitialised tensor of the given shape (laid out as ``memory_format`` says)."""
+    shape = shape_or_size("empty", shape, size)
+    fmt = _memory_format.checked(memory_format, "empty")
+    if fmt is None or fmt is _memory_format.contiguous_format:
+        return _make(shape, dtype, device, requires_grad, out, np.empty)
+    if fmt is _memory_format.preserve_format:
+        raise RuntimeError("unsupported memory format Preserve")
+    order = _memory_format.axes_of(fmt, len(size_args(shape)))
+    return _make(shape, dtype, device, requires_grad, out, lambda s, t: _memory_format.empty(np, s, t, order))
 
 
 def _infer_scalar_dtype(value):
@@ -130,7 +137,7 @@ def zeros_like(input, *, dtype=None, layout=None, device=None, requires_grad=Fal
     """Zeros with the shape (and by default dtype and device) of ``input``."""
     if type(input) is not Tensor and hasattr(input, "_batched_like"):  # (inside ember.func.vmap)
         return input._batched_like(zeros_like, dtype=dtype, layout=layout, device=device, requires_grad=requires_grad)
-    return zeros(input.shape, **_like_kw(input, dtype, device, requires_grad))
+    return _laid_out(zeros(input.shape, **_like_kw(input, dtype, device, requires_grad)), input, memory_format)
 
 
 @factory("ones_like")
@@ -138,7 +145,7 @@ def ones_like(input, *, dtype=None, layout=None, device=None, requires_grad=Fals
     """Ones with the shape (and by default dtype and device) of ``input``."""
     if type(input) is not Tensor and hasattr(input, "_batched_like"):  # (inside ember.func.vmap)
         return input._batched_like(ones_like, dtype=dtype, layout=layout, device=device, requires_grad=requires_grad)
-    return ones(input.shape, **_like_kw(input, dtype, device, requires_grad))
+    return _laid_out(ones(input.shape, **_like_kw(input, dtype, device, requires_grad)), input, memory_format)
 
 
 @factory("empty_like")
@@ -149,7 +156,7 @@ def empty_like(input, *, dtype=None, layout=None, device=None, requires_grad=Fal
     if input.is_quantized and dtype is None:  # (a quantized tensor of the same parameters)
         from ._quantized import empty_like_quantized
         return empty_like_quantized(input)
-    return empty(input.shape, **_like_kw(input, dtype, device, requires_grad))
+    return _laid_out(empty(input.shape, **_like_kw(input, dtype, device, requires_grad)), input, memory_format)
 
 
 @factory("full_like")
@@ -159,7 +166,19 @@ def full_like(input, fill_value, *, dtype=None, layout=None, device=None, requir
     if type(input) is not Tensor and hasattr(input, "_batched_like"):  # (inside ember.func.vmap)
         return input._batched_like(full_like, fill_value, dtype=dtype, layout=layout, device=device,
                                    requires_grad=requires_grad)
-    return full(input.shape, fill_value, **_like_kw(input, dtype, device, requires_grad))
+    t = full(input.shape, fill_value, **_like_kw(input, dtype, device, requires_grad))
+    return _laid_out(t, input, memory_format)
+
+
+def _laid_out(t, input, memory_format):
+    """``t``, a new row-major tensor like ``input``, in the layout ``memory_format`` gives it (by default
+    ``input``'s own, when that has no gaps)."""
+    if not _backend.is_array(input._data):
+        return t
+    order = _memory_format.like(input._data, memory_format)
+    if order is not None:
+        t._data = _memory_format.copy(_backend.xp_of(t._data), t._data, order)
+    return t
 
 
 def _like_kw(input, dtype, device, requires_grad):

@@ -21,7 +21,7 @@ import warnings
 
 import numpy as np
 
-from . import _backend, _device
+from . import _backend, _device, _memory_format
 from . import _dtype as D
 from . import _mt19937 as MT
 from . import _promotion as P
@@ -231,16 +231,12 @@ def generator_for(generator, arr):
 
 
 # ---- drawing arrays: PyTorch's streams on the CPU, CuPy's samplers on CUDA ------------------------
-def walk(arr, dense=False):
+def walk(arr):
     """The axes of ``arr`` from outermost to innermost in memory: the order in which PyTorch's kernels fill a
-    tensor laid out as ``arr`` (None: row-major). ``dense``: the layout of a tensor ``empty_like(arr)``, which
-    keeps ``arr``'s strides only when they leave no gaps."""
+    tensor laid out as ``arr`` (None: row-major)."""
     if arr.ndim < 2 or arr.flags.c_contiguous:
         return None
-    axes = sorted(range(arr.ndim), key=lambda d: -abs(arr.strides[d]))
-    if dense and not arr.transpose(axes).flags.c_contiguous:
-        return None
-    return axes
+    return sorted(range(arr.ndim), key=lambda d: -abs(arr.strides[d]))
 
 
 def in_order(arr, axes):
@@ -413,12 +409,12 @@ def _floating(kernel, draw, even_empty=False):
     return checked
 
 
-def _like(input, generator, dtype, device, requires_grad, draw):
+def _like(input, generator, dtype, device, requires_grad, draw, memory_format):
     """A tensor like ``input`` filled by ``draw(generator, shape, dtype, axes)`` in the order PyTorch fills
     ``empty_like(input)`` (its layout, when that has no gaps)."""
     kw = _like_kw(input, dtype, device, requires_grad)
     return _create(input.shape, generator, None, kw["dtype"], kw["device"], requires_grad,
-                   lambda g, shape, d: draw(g, shape, d, walk(input._data, dense=True)))
+                   lambda g, shape, d: draw(g, shape, d, _memory_format.like(input._data, memory_format)))
 
 
 @factory("rand")
@@ -445,7 +441,7 @@ def rand_like(input, *, generator=None, dtype=None, layout=None, device=None, re
         return input._batched_like(rand_like, generator=generator, dtype=dtype, layout=layout, device=device,
                                    requires_grad=requires_grad, random=True)
     draw = _floating("check_uniform_bounds", lambda g, shape, d, axes: _uniform(g, shape, d, axes=axes), True)
-    return _like(input, generator, dtype, device, requires_grad, draw)
+    return _like(input, generator, dtype, device, requires_grad, draw, memory_format)
 
 
 @factory("randn_like")
@@ -457,7 +453,7 @@ def randn_like(input, *, generator=None, dtype=None, layout=None, device=None, r
                                    requires_grad=requires_grad, random=True)
     draw = _floating("normal_kernel_cpu",
                      lambda g, shape, d, axes: _normal(g, shape, d, axes=axes, contiguous=axes is None))
-    return _like(input, generator, dtype, device, requires_grad, draw)
+    return _like(input, generator, dtype, device, requires_grad, draw, memory_format)
 
 
 def _randint_args(low, high, size):
@@ -490,7 +486,7 @@ def randint_like(input, low=0, high=None, *, generator=None, dtype=None, layout=
         low, high = 0, low
     low, span = _int_range(low, high, dtype or input.dtype)
     return _like(input, generator, dtype, device, requires_grad,
-                 lambda g, shape, d, axes: _integers(g, shape, d, low, span, axes))
+                 lambda g, shape, d, axes: _integers(g, shape, d, low, span, axes), memory_format)
 
 
 @factory("randperm")
@@ -663,7 +659,7 @@ def _multinomial_cpu(s, input, rows, k, replacement):
     sort)."""
     if replacement and k > 1:
         return MT.multinomial(s, input.reshape(rows, input.shape[-1]), k)
-    e = placed(MT.cast(MT.exponential(s, input.size, 1.0), input.dtype), input.shape, walk(input, dense=True))
+    e = placed(MT.cast(MT.exponential(s, input.size, 1.0), input.dtype), input.shape, _memory_format.like(input))
     dtype = _dtype_of(input)
     keys = _in_place_op(np, np.divide, input, e, dtype).reshape(rows, input.shape[-1])
     if k == 1:

@@ -9,7 +9,7 @@ import copy
 
 import numpy as np
 
-from . import _backend, _extensions
+from . import _backend, _extensions, _memory_format
 from . import _dtype as D
 from ._device import CPU, as_device
 from ._layout import strided
@@ -125,7 +125,10 @@ class Tensor:
         return t
 
     def is_contiguous(self, memory_format=None):
-        return builtins.bool(self._data.flags.c_contiguous)
+        fmt = _memory_format.checked(memory_format, "is_contiguous")
+        if fmt is None or fmt is _memory_format.contiguous_format or fmt is _memory_format.preserve_format:
+            return builtins.bool(self._data.flags.c_contiguous)
+        return _memory_format.is_contiguous(self.shape, self.stride(), fmt)
 
     @property
     def device(self):
@@ -315,10 +318,21 @@ class Tensor:
         dev = as_device(device)
         same_device = dev is None or dev == self.device or (dev.index is None and dev.type == self.device.type)
         same_dtype = dtype is None or dtype is self.dtype
-        if same_device and same_dtype and not copy:
+        fmt = _memory_format.checked(memory_format, "to")
+        if fmt is _memory_format.preserve_format:
+            fmt = None
+        if same_device and same_dtype and not copy and (
+                fmt is None or _memory_format.suggested(self.shape, self.stride()) is fmt):
             return self
+        if same_device and same_dtype and not copy:
+            return self.clone(memory_format=fmt)
         from ._ops.conversion import _to_copy
-        return _to_copy(self, dtype=dtype, device=None if same_device else dev)
+        out = _to_copy(self, dtype=dtype, device=None if same_device else dev)
+        if _backend.is_array(out._data) and not (fmt is None and self._data.flags.c_contiguous):
+            order = _memory_format.layout(self._data, fmt or _memory_format.preserve_format)
+            if order != _memory_format.layout(out._data, _memory_format.preserve_format):  # (PyTorch's layout)
+                out._data = _memory_format.copy(_backend.xp_of(out._data), out._data, order)
+        return out
 
     def cpu(self, memory_format=None):
         return self.to("cpu")

@@ -5,10 +5,10 @@ import math
 
 import numpy as np
 
-from .. import _backend, _blas
+from .. import _backend, _blas, _memory_format
 from .. import _dtype as D
 from .. import _promotion as P
-from .._random import generator_for, sample_bernoulli, walk
+from .._random import generator_for, sample_bernoulli
 from .._registry import op
 from .._tensor import Tensor
 from .activation import bound, grads, tname, up
@@ -95,7 +95,7 @@ def _keep(xp, input, p, feature):
     as PyTorch's bernoulli_(1 - p) of a mask laid out as the input (contiguous per plane)."""
     if feature:
         return sample_bernoulli(generator_for(None, input), input.shape[:2] + (1,) * (input.ndim - 2), 1 - p)
-    return sample_bernoulli(generator_for(None, input), input.shape, 1 - p, walk(input, dense=True))
+    return sample_bernoulli(generator_for(None, input), input.shape, 1 - p, _memory_format.like(input))
 
 
 def _dropout(xp, input, p, train, alpha, feature):

@@ -5,6 +5,7 @@ import math
 import numpy as np
 
 from .. import _dtype as D
+from .. import _memory_format
 from .. import _promotion as P
 from .._factory import size_args
 from .._registry import TORCH_NAME, op
@@ -262,8 +263,9 @@ def _(ctx, g):
 
 @op("clone")
 def clone(xp, input, *, memory_format=None):
-    """A copy with its own memory."""
-    return input.copy()
+    """A copy with its own memory, laid out as ``memory_format`` says (by default as ``input`` is)."""
+    fmt = _memory_format.checked(memory_format, "clone") or _memory_format.preserve_format
+    return _memory_format.copy(xp, input, _memory_format.layout(input, fmt))
 
 
 @clone.vjp
@@ -272,8 +274,15 @@ def _(ctx, g):
 
 
 def contiguous(self, memory_format=None):
-    """This tensor if it is C-contiguous, else a contiguous copy."""
-    return self if self._data.flags.c_contiguous else clone.fn(self)
+    """This tensor if it is laid out densely in ``memory_format`` (row-major by default), else such a copy."""
+    fmt = _memory_format.checked(memory_format, "contiguous")
+    if fmt is None:
+        return self if self._data.flags.c_contiguous else clone.fn(self, memory_format=_memory_format.contiguous_format)
+    if self.is_contiguous(memory_format=fmt):
+        return self
+    if fmt is _memory_format.preserve_format:
+        raise RuntimeError("preserve memory format is unsupported by the contiguous operator")
+    return clone.fn(self, memory_format=fmt)
 
 
 def detach(self):

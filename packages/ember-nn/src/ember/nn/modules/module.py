@@ -309,14 +309,17 @@ class Module:
 
     def to(self, *args, **kwargs):
         """``to(device)``, ``to(dtype)``, ``to(tensor)``, ``to(device, dtype)``: floating parameters and buffers
-        take the dtype; everything moves to the device."""
+        take the dtype; everything moves to the device. ``memory_format=`` lays out the 4-d and 5-d ones."""
         device, dtype = parse_to_args(args, kwargs.get("device"), kwargs.get("dtype"))
         if dtype is not None and not (dtype.is_floating_point or dtype.is_complex):
             raise TypeError(f"nn.Module.to only accepts floating point or complex dtypes, but got desired "
                             f"dtype={dtype}")
+        memory_format = kwargs.get("memory_format")
 
         def convert(t):
             target = dtype if dtype is not None and (t.dtype.is_floating_point or t.dtype.is_complex) else None
+            if memory_format is not None and t.dim() in (4, 5):
+                return t.to(device=device, dtype=target, memory_format=memory_format)
             return t.to(device=device, dtype=target)
 
         return self._apply(convert)

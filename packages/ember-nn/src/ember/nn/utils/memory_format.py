@@ -1,15 +1,23 @@
-"""PyTorch's ``convert_conv2d_weight_memory_format``/``convert_conv3d_weight_memory_format``. ember tensors carry
-no memory-format tag (there is no ``ember.channels_last``; kernels see the array as its strides lay it out), so
-these walk the module as PyTorch's do and leave the convolution weights as they are: values and results are the
-same in either layout."""
+"""PyTorch's ``convert_conv2d_weight_memory_format``/``convert_conv3d_weight_memory_format``: the weights of a
+module's (transposed) convolutions copied into a memory format, e.g. ``ember.channels_last``."""
 __all__ = ["convert_conv2d_weight_memory_format", "convert_conv3d_weight_memory_format"]
 
 
-def convert_conv2d_weight_memory_format(module, memory_format):
-    """Returns ``module``; the 2-d convolution weights keep their layout (see the module docstring)."""
+def _convert(module, memory_format, kinds):
+    if isinstance(module, kinds):
+        module.weight.data = module.weight.detach().clone(memory_format=memory_format)
+    for child in module.children():
+        _convert(child, memory_format, kinds)
     return module
+
+
+def convert_conv2d_weight_memory_format(module, memory_format):
+    """``module``, with the weights of its Conv2d and ConvTranspose2d modules (at any depth) in ``memory_format``."""
+    from ..modules.conv import Conv2d, ConvTranspose2d
+    return _convert(module, memory_format, (Conv2d, ConvTranspose2d))
 
 
 def convert_conv3d_weight_memory_format(module, memory_format):
-    """Returns ``module``; the 3-d convolution weights keep their layout (see the module docstring)."""
-    return module
+    """``module``, with the weights of its Conv3d and ConvTranspose3d modules (at any depth) in ``memory_format``."""
+    from ..modules.conv import Conv3d, ConvTranspose3d
+    return _convert(module, memory_format, (Conv3d, ConvTranspose3d))
