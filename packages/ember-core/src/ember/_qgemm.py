@@ -91,33 +91,40 @@ def _ready(work):
 
 
 def conv(x, zero_point, weight, kernel, stride, padding, dilation):
-    """The exact int32 sums (N, O, *out) (a strided view) of the convolution of uint8 ``x`` (N, C, *L) minus
-    ``zero_point`` (padded with it: real zeros) by ``weight`` (a ``Int8ConvWeight``), or None as for ``product``: each
-    window of the channels-last padded input is one row of the product."""
+    """The exact int32 sums (N, O, *out) (a view of channels-last memory) of the convolution of uint8 ``x`` (N, C,
+    *L) minus ``zero_point`` (padded with it: real zeros) by ``weight`` (an ``Int8ConvWeight``), or None as for
+    ``product``: each window of the channels-last padded input is one row of the product. Large convolutions split
+    over two threads by images (the windows' copy with the product)."""
     n, c = x.shape[:2]
     groups = weight.groups
     per, og = c // len(groups), groups[0].ints.shape[0]
     out = [(s + 2 * p - d * (k - 1) - 1) // st + 1 for s, p, d, k, st in zip(x.shape[2:], padding, dilation, kernel,
                                                                               stride)]
-    rows = n * int(np.prod(out))
-    if groups[0].ints.shape[1] > K_MAX or not rows or _ready(rows * og * len(groups) * groups[0].ints.shape[1]) is None:
+    rows, k = int(np.prod(out)), groups[0].ints.shape[1]
+    work = n * rows * og * len(groups) * k
+    fn = None if k > K_MAX or not n * rows else _ready(work)
+    if fn is None:
         return None
-    xl = np.full((n,) + tuple(s + 2 * p for s, p in zip(x.shape[2:], padding)) + (c,), zero_point, np.uint8)
-    xl[(slice(None),) + tuple(slice(p, p + s) for s, p in zip(x.shape[2:], padding))] = np.moveaxis(x, 1, -1)
-    st = xl.strides
-    windows = np.lib.stride_tricks.as_strided(
-        xl, (n, *out, *kernel, c), (st[0], *[s * t for s, t in zip(stride, st[1:-1])],
-                                    *[d * t for d, t in zip(dilation, st[1:-1])], st[-1]), writeable=False)
-    result = None if len(groups) == 1 else np.empty((n, *out, og * len(groups)), np.int32)
-    for g, w in enumerate(groups):
-        cols = np.ascontiguousarray(windows[..., g * per:(g + 1) * per]).reshape(rows, -1)
-        acc = product(cols, zero_point, w)
-        if acc is None:
-            return None
-        if result is None:
-            result = acc.reshape(n, *out, og)
-        else:
-            result[..., g * og:(g + 1) * og] = acc.reshape(n, *out, og)
+    result = np.empty((n, *out, og * len(groups)), np.int32)
+
+    def images(lo, hi):
+        xl = np.full((hi - lo,) + tuple(s + 2 * p for s, p in zip(x.shape[2:], padding)) + (c,), zero_point,
+                     np.uint8)
+        xl[(slice(None),) + tuple(slice(p, p + s) for s, p in zip(x.shape[2:], padding))] = np.moveaxis(x[lo:hi], 1,
+                                                                                                        -1)
+        st = xl.strides
+        windows = np.lib.stride_tricks.as_strided(
+            xl, (hi - lo, *out, *kernel, c), (st[0], *[s * t for s, t in zip(stride, st[1:-1])],
+                                              *[d * t for d, t in zip(dilation, st[1:-1])], st[-1]), writeable=False)
+        sums = result[lo:hi].reshape(-1, og * len(groups))
+        for g, w in enumerate(groups):
+            cols = np.ascontiguousarray(windows[..., g * per:(g + 1) * per]).reshape(sums.shape[0], -1)
+            _multiply(fn, cols, zero_point, w, sums[:, g * og:(g + 1) * og], False)
+
+    if work >= SPLIT_WORK and n > 1:
+        _parallel.halves(images, n)
+    else:
+        images(0, n)
     return np.moveaxis(result, -1, 1)
 
 
@@ -128,9 +135,15 @@ def product(x, zero_point, weight):
     m, k = x.shape
     n = weight.ints.shape[0]
     fn = None if k > K_MAX or not m or not n else _ready(m * n * k)
-    if fn is None:
-        return None
+    return None if fn is None else _multiply(fn, x, zero_point, weight, None, True)
+
+
+def _multiply(fn, x, zero_point, weight, out, split):
+    """``product`` by the ready loop ``fn``, into ``out`` (M, N) if given; over two threads if ``split`` and
+    large."""
     from ._qgemm_loops import MR
+    m, k = x.shape
+    n = weight.ints.shape[0]
     b, col_sums = weight.packed()
     panels, groups, width = b.shape[:3]
     if groups * 4 != k:  # (zero bytes past K meet the weight's zero padding)
@@ -141,16 +154,21 @@ def product(x, zero_point, weight):
     zb = weight.zero_points
     init = np.zeros(panels * width, np.int32)
     init[:n] = zero_point * (k * zb - col_sums)
-    c = np.empty((m, panels * width), np.int32)
-    if m * n * k < SPLIT_WORK:
+    direct = out is not None and out.flags.c_contiguous and panels * width == n
+    c = out if direct else np.empty((m, panels * width), np.int32)
+    if not split or m * n * k < SPLIT_WORK:
         fn(a, b, init, c, 0, m, 0, panels)
     elif m > MR:  # rows over the threads, in whole tiles
         _parallel.halves(lambda lo, hi: fn(a, b, init, c, lo * MR, min(hi * MR, m), 0, panels), -(-m // MR))
     else:
         _parallel.halves(lambda lo, hi: fn(a, b, init, c, 0, m, lo, hi), panels)
+    r = c[:, :n] if panels * width != n else c
     if zb.any():
-        c[:, :n] -= a.sum(axis=1, dtype=np.int32)[:, None] * zb.astype(np.int32)
-    return c[:, :n] if panels * width != n else c
+        r -= a.sum(axis=1, dtype=np.int32)[:, None] * zb.astype(np.int32)
+    if out is not None and not direct:
+        out[...] = r
+        return out
+    return r
 
 
 class IntWeight:
