@@ -32,7 +32,8 @@ F = np.float32
 LOOPS = ("erf_f32", "erfc_f32", "ndtr_f32", "gelu_f32", "gelu_backward_f32", "sigmoid_f32", "silu_f32",
          "silu_backward_f32", "softplus_f32", "softplus_backward_f32", "erf_f64", "erfc_f64", "gelu_f64",
          "gelu_backward_f64", "gelu_tanh_f32", "gelu_tanh_backward_f32", "gelu_tanh_f64", "gelu_tanh_backward_f64",
-         "cube", "inverse", "inverse_square", "sigmoid_backward", "tanh_backward", "softmax_rows_f32",
+         "square", "cube", "inverse", "inverse_square", "square_backward", "cube_backward", "inverse_backward",
+         "sqrt_backward", "log_backward", "sigmoid_backward", "tanh_backward", "softmax_rows_f32",
          "log_softmax_rows_f32", "softmax_backward_rows_f32", "log_softmax_backward_rows_f32", "layer_norm_rows_f32",
          "layer_norm_backward_rows_f32")
 
@@ -459,6 +460,12 @@ def gelu_tanh_backward_f64(x, g, out):
 
 
 # ---- small powers in one pass (NumPy makes one pass per product); float32 or float64 alike --------------
+def square(x, out):
+    for i in each(out.size):
+        v = x[i]
+        out[i] = v * v
+
+
 def cube(x, out):
     for i in each(out.size):
         v = x[i]
@@ -474,6 +481,38 @@ def inverse_square(x, out):
     for i in each(out.size):
         v = x[i]
         out[i] = ONE / (v * v)
+
+
+# ---- gradients of pow and log from the input ``x``, times ``g``, one pass, with the roundings of the ops' VJPs
+# (``g * (x * 2)``, ``g * (x ** 2 * 3)``, ``g * (x ** -2 * -1)``, ``g / (sqrt(x) * 2)``, ``g / x``) -------------------
+TWO, THREE, MINUS_ONE = F(2), F(3), F(-1)  # (float32: float64's with float64 operands, as ONE)
+
+
+def square_backward(x, g, out):
+    for i in each(out.size):
+        out[i] = g[i] * (x[i] * TWO)
+
+
+def cube_backward(x, g, out):
+    for i in each(out.size):
+        v = x[i]
+        out[i] = g[i] * (v * v * THREE)
+
+
+def inverse_backward(x, g, out):
+    for i in each(out.size):
+        v = x[i]
+        out[i] = g[i] * (ONE / (v * v) * MINUS_ONE)
+
+
+def sqrt_backward(x, g, out):
+    for i in each(out.size):
+        out[i] = g[i] / (np.sqrt(x[i]) * TWO)
+
+
+def log_backward(x, g, out):
+    for i in each(out.size):
+        out[i] = g[i] / x[i]
 
 
 # ---- gradients from outputs, one pass: float32 or float64, with NumPy's roundings (the same values as the op's

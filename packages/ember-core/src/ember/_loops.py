@@ -79,6 +79,8 @@ def _numpy(name):
 def _writable(a, dtype=None):
     """``a`` as a compiled loop takes it: C-contiguous, aligned, writeable (a read-only array is another type to
     numba, which would compile the loop again for it)."""
+    if type(a) is np.ndarray and a.flags.carray and (dtype is None or a.dtype == dtype):
+        return a  # (the common case, without np.require's cost)
     return np.require(a, dtype, "CAW")
 
 
@@ -90,18 +92,38 @@ def _elementwise(name, x, *more, scalars=(), minimum=FORMULA_MIN, tally=True, sp
     out = np.empty(x.shape, x.dtype)
     if not x.size:
         return out
-    flat = [a.reshape(-1) for a in (x, *more)]
-    f = _loop(name, (*flat, *scalars, out.reshape(-1)), x.size + _TALLY.get(name, 0) if tally else x.size, minimum,
-              True)
+    arrays = [*[a.reshape(-1) for a in (x, *more)], out.reshape(-1)]
+    signature = _signature((*arrays[:-1], *scalars, arrays[-1]))
+    f = _jit.loop(_KERNELS, name, signature, x.size + _TALLY.get(name, 0) if tally else x.size, minimum, exact=True)
+    if _spun(name + signature, arrays, scalars, x.size):
+        return out
     if f is None:
-        _numpy(name)(*flat, *scalars, out.reshape(-1))
+        _numpy(name)(*arrays[:-1], *scalars, arrays[-1])
         if tally:
             _TALLY[name] = _TALLY.get(name, 0) + max(x.size, CALL_COST)
         return out
     if scalars:
         f = (lambda loop: lambda *a: loop(*a[:-1], *scalars, a[-1]))(f)
-    _parallel.loop(f, *flat, out=out.reshape(-1), minimum=split)
+    _parallel.loop(f, *arrays[:-1], out=arrays[-1], minimum=split)
     return out
+
+
+def _spun(key, arrays, scalars, size, rows=None):
+    """Whether the loop of ``key`` (its name and signature) ran over flat ``arrays`` (``out`` last) and ``scalars``
+    by its C-callable parts on ``_parallel``'s spinning helpers: from SPIN_MIN elements, once the parts are compiled
+    (asked for here, and compiled after the loop itself when that is queued too). ``rows``: a row loop's ``(entries,
+    parts, chunk)`` instead (``entries`` the parts' block)."""
+    if size < _parallel.SPIN_MIN or _parallel.WORKERS < 2:
+        return False
+    parts = _jit.loop(_KERNELS, "parts", key, size, _parallel.SPIN_MIN, exact=rows is None)
+    if parts is None:
+        return False
+    if rows:
+        entries, n, chunk = rows
+        block = np.array([e.ctypes.data if type(e) is np.ndarray else np.float64(e).view(np.int64) if type(e) is
+                          np.float64 else e for e in entries], np.int64)
+        return _parallel.spun(parts, parts.run, parts.address[key], block, n, chunk)
+    return _parallel.spun(parts, parts.runners[key], parts.address[key], *arrays, *scalars, _parallel.SPIN_CHUNK)
 
 
 def _typed(name, x, *more, **kwargs):
@@ -179,11 +201,15 @@ def float32_loop(name, x, *more, **scalars):
 
 
 def derivative_times(name, output, grad, out=None):
-    """``grad`` times an activation's derivative from its (float32/float64, n-d) ``output`` by loop ``name``, in one
-    pass (into ``out``, C-contiguous and writeable, which may be ``grad``)."""
+    """``grad`` times an activation's derivative from its (float32/float64, n-d) ``output`` (or pow's and log's
+    from their input) by loop ``name``, in one pass (into ``out``, C-contiguous and writeable, which may be
+    ``grad``)."""
     out = np.empty(output.shape, output.dtype) if out is None else out
     flat = [_writable(a).reshape(-1) for a in (output, grad)] + [out.reshape(-1)]
-    f = _loop(name, flat, output.size, LOOP_MIN, True)
+    signature = _signature(flat)
+    f = _jit.loop(_KERNELS, name, signature, output.size, LOOP_MIN, exact=True)
+    if _spun(name + signature, flat, (), output.size):
+        return out
     if f is None:
         _numpy(name)(*flat)
     else:
@@ -206,7 +232,14 @@ def rows(name, x, *more, out, scalars=(), halves=None):
     scalars = tuple(_writable(s) if type(s) is np.ndarray else np.float64(s) if type(s) is float else s
                     for s in scalars)  # (float64 for NumPy's engine too)
     extras = (halves(0), halves(1)) if halves else ((), ())
-    f = _loop(name, (x, *more, *scalars, out, *extras[0]), x.size, LOOP_MIN, False)
+    args = (x, *more, *scalars, out, *extras[0])
+    f = _loop(name, args, x.size, LOOP_MIN, False)
+    # the parts' block (see ember._numba_kernels._rows_part); with accumulators, the parts are the two halves
+    entries = [n, x.shape[1], n // 2, *[e for a in (*args, *extras[1]) for e in (
+        (a, a.size) if type(a) is np.ndarray and a.ndim == 1 else (a,))]]
+    if n > 1 and _spun(name + _signature(args), None, None, x.size, (entries, 2 if halves else n, 1 if halves else
+                                                                     max(1, _parallel.SPIN_CHUNK // x.shape[1]))):
+        return out
     step = n or 1  # rows at a time: all of a part for a compiled loop, cache-sized blocks for NumPy's engine
     if f is None:
         f, step = _quiet(getattr(_formulas, name)), max(1, BLOCK // max(1, x.shape[1]))
