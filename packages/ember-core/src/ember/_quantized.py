@@ -281,9 +281,8 @@ def quantize_fused(x, scale, zero_point, dtype):
     if x.size and dtype.bits <= 8:
         fn = _jit.loop("ember._qloops", "quantize_fused", _SIG[dtype.np], x.size)
         if fn is not None:
-            args = inv, _f32(zero_point), _f32(dtype.qmin), _f32(dtype.qmax)
-            _parallel.loop(lambda a, o: fn(a, *args, o), np.ascontiguousarray(x).reshape(-1), out=out.reshape(-1),
-                           minimum=_SPLIT_MIN)
+            _split(fn, np.ascontiguousarray(x).reshape(-1), (inv, _f32(zero_point), _f32(dtype.qmin),
+                                                             _f32(dtype.qmax)), out.reshape(-1))
             return out
     v = np.multiply(x, np.float64(inv), dtype=np.float64, out=np.empty(x.shape, np.float64))
     v += zero_point
@@ -301,6 +300,14 @@ _DEQUANTIZE_SIG = {np.dtype(t): f"({t}[::1], float32, float32, float32[::1])" fo
 # 52 us on one core of a 2-core AMD EPYC VM), so a helper woken for half the work starts when it is nearly done: timed
 # between calls of torch, one core -> split at 1M: 59-61 -> 60-61 us, 2M: 129-134 -> 109-115, 4M: 411 -> 278-296.
 _SPLIT_MIN = 1 << 21
+
+
+def _split(fn, x, args, out):
+    """``fn(x, *args, out)`` for an elementwise loop over flat arrays, over the cores from ``_SPLIT_MIN`` elements."""
+    if x.size < _SPLIT_MIN:
+        fn(x, *args, out)
+    else:
+        _parallel.loop(lambda a, o: fn(a, *args, o), x, out=out, minimum=_SPLIT_MIN)
 
 
 def quantize_unfused(x, inv, zero_point, dtype):
@@ -335,10 +342,9 @@ compiled loop of the same operations)."""
         if _jit.wanted(arr.size) and arr.dtype.itemsize == 1:  # (small: NumPy's own loops are as fast)
             fn = _jit.loop("ember._qloops", "dequantize", _DEQUANTIZE_SIG[arr.dtype], arr.size, exact=True)
             if fn is not None:
-                args = _f32(q.zero_point), _f32(q.scale)
                 out = np.empty(arr.shape, _f32)
-                _parallel.loop(lambda a, o: fn(a, *args, o), np.ascontiguousarray(arr).reshape(-1),
-                               out=out.reshape(-1), minimum=_SPLIT_MIN)
+                _split(fn, np.ascontiguousarray(arr).reshape(-1), (_f32(q.zero_point), _f32(q.scale)),
+                       out.reshape(-1))
                 return out
         r = arr.astype(_f32)
         r -= _f32(q.zero_point)
