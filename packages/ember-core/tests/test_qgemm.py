@@ -50,12 +50,17 @@ def test_product_extremes(a_value, w_value, za, zb):
     ((1, 3, 5, 5), (5, 3, 2, 2), (2, 1), (2, 2), (2, 1), 1),
     ((3, 4, 6, 8), (8, 1, 3, 3), (1, 1), (1, 1), (1, 1), 4),
     ((2, 5, 4, 3, 5), (7, 5, 2, 1, 3), (1, 1, 2), (0, 1, 1), (1, 2, 1), 1),
+    ((2, 16, 11, 13), (33, 16, 3, 3), (1, 1), (1, 1), (1, 1), 1),
+    ((3, 5, 10, 17), (70, 5, 3, 2), (2, 3), (2, 1), (2, 1), 1),
+    ((1, 1, 7, 9), (3, 1, 1, 1), (1, 1), (0, 0), (1, 1), 1),
 ])
-def test_conv_is_exact(shape, weight, stride, padding, dilation, groups):
+@pytest.mark.parametrize("symmetric", [False, True])
+def test_conv_is_exact(shape, weight, stride, padding, dilation, groups, symmetric):
+    """Windows copied (groups, weight zero points, 3-d) or read in place (2-d, one group, symmetric weights)."""
     torch = pytest.importorskip("torch")
     x = rng.integers(0, 256, shape, dtype=np.uint8)
     w = rng.integers(-128, 128, weight, dtype=np.int8)
-    zb, za = rng.integers(-3, 3, weight[0]), 77
+    zb, za = np.zeros(weight[0], np.int64) if symmetric else rng.integers(-3, 3, weight[0]), 77
     with _jit.forced():
         r = _qgemm.conv(x, za, _qgemm.Int8ConvWeight(w, zb, groups), weight[2:], stride, padding, dilation)
     f = torch.nn.functional.conv2d if len(shape) == 4 else torch.nn.functional.conv3d

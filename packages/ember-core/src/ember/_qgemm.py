@@ -71,16 +71,24 @@ class Int8Weight:
 
 class Int8ConvWeight:
     """A convolution's qint8 weight (O, C / groups, *kernel) as one ``Int8Weight`` per group, its columns in the order
-    of ``conv``'s windows (kernel offsets, then channels)."""
+    of ``conv``'s windows (kernel offsets, then channels); ``in_place``: for a 2-d convolution of one group and
+    symmetric weights, the weight whose windows ``conv`` reads in place (channels padded to a multiple of 4)."""
 
-    __slots__ = ("groups",)
+    __slots__ = ("groups", "in_place")
 
     def __init__(self, ints, zero_points, groups):
         o = ints.shape[0]
         per = o // groups
-        w = np.moveaxis(ints, 1, -1).reshape(o, -1)
+        w = np.moveaxis(ints, 1, -1)
         zp = np.broadcast_to(np.asarray(zero_points, np.int64), (o,))
-        self.groups = [Int8Weight(w[g * per:(g + 1) * per], zp[g * per:(g + 1) * per]) for g in range(groups)]
+        flat = w.reshape(o, -1)
+        self.groups = [Int8Weight(flat[g * per:(g + 1) * per], zp[g * per:(g + 1) * per]) for g in range(groups)]
+        self.in_place = None
+        if groups == 1 and ints.ndim == 4 and not zp.any():
+            c = w.shape[-1]
+            padded = np.zeros(w.shape[:-1] + (-(-c // 4) * 4,), np.int8)
+            padded[..., :c] = w
+            self.in_place = Int8Weight(padded.reshape(o, -1), zp)
 
 
 def _ready(work):
@@ -106,6 +114,11 @@ def conv(x, zero_point, weight, kernel, stride, padding, dilation):
     if fn is None:
         return None
     result = np.empty((n, *out, og * len(groups)), np.int32)
+    if weight.in_place is not None:
+        in_place = _jit.loop("ember._qgemm_loops", "conv_gemm", _CONV_SIG, work, minimum=MIN_WORK, exact=True)
+        if in_place is not None:
+            _conv_in_place(in_place, x, zero_point, weight.in_place, kernel, stride, padding, dilation, result, work)
+            return np.moveaxis(result, -1, 1)
 
     def images(lo, hi):
         xl = np.full((hi - lo,) + tuple(s + 2 * p for s, p in zip(x.shape[2:], padding)) + (c,), zero_point,
@@ -126,6 +139,39 @@ def conv(x, zero_point, weight, kernel, stride, padding, dilation):
     else:
         images(0, n)
     return np.moveaxis(result, -1, 1)
+
+
+_CONV_SIG = ("(uint8[:, :, :, ::1], int8[:, :, :, ::1], int32[::1], int64[::1], int32[:, ::1], intp, intp, intp, intp, "
+             "intp, intp)")
+
+
+def _conv_in_place(fn, x, zero_point, weight, kernel, stride, padding, dilation, result, work):
+    """``conv``'s sums into ``result`` (N, out_h, out_w, O) by ``ember._qgemm_loops.conv_gemm``, which reads each
+    window from the channels-last padded input itself (no copy of the windows)."""
+    n, c, h, w = x.shape
+    b, col_sums = weight.packed()
+    panels, groups, width = b.shape[:3]
+    c4 = -(-c // 4) * 4
+    hp, wp = h + 2 * padding[0], w + 2 * padding[1]
+    xl = np.full((n, hp, wp, c4), zero_point, np.uint8)  # (padding channels meet zero weights)
+    xl[:, padding[0]:padding[0] + h, padding[1]:padding[1] + w, :c] = np.moveaxis(x, 1, -1)
+    kh, kw = kernel
+    offsets = ((np.arange(kh)[:, None, None] * dilation[0] * wp + np.arange(kw)[None, :, None] * dilation[1]) * c4
+               + 4 * np.arange(c4 // 4)[None, None, :]).reshape(-1).astype(np.int64)
+    o = weight.ints.shape[0]
+    init = np.zeros(panels * width, np.int32)
+    init[:o] = -zero_point * col_sums  # (symmetric weights: no zero-point terms of their own)
+    out_h, out_w = result.shape[1:3]
+    rows = n * out_h * out_w
+    target = result.reshape(rows, o)
+    c_ = target if panels * width == o else np.empty((rows, panels * width), np.int32)
+    args = (xl, b, init, offsets, c_, out_h, out_w, stride[0] * wp * c4, stride[1] * c4)
+    if work >= SPLIT_WORK and n > 1:
+        _parallel.halves(lambda lo, hi: fn(*args, lo, hi), n)
+    else:
+        fn(*args, 0, n)
+    if c_ is not target:
+        target[...] = c_[:, :o]
 
 
 def product(x, zero_point, weight):

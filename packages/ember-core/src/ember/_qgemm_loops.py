@@ -23,12 +23,13 @@ _I64, _I32 = ir.IntType(64), ir.IntType(32)
 _V16 = ir.VectorType(_I32, 16)
 
 
-def _tile(mr, NR):  # noqa: N803 - (the panel width, as in the module's description)
+def _tile(mr, NR, table=False):  # noqa: N803 - (the panel width, as in the module's description)
     """An intrinsic ``tile(a, lda, b, init, c, ldc, groups)`` on addresses: ``c[r, :NR * 16] = init + sum over groups
     g of a[r, 4g:4g + 4] . b[g, :, :]`` for the ``mr`` rows ``r`` of ``a`` (``lda`` bytes apart), ``c``'s rows ``ldc``
-    int32 apart."""
+    int32 apart. With ``table``, a further address ``offsets`` (int64, one per group) says where each group's 4 bytes
+    are from the row's start, instead of ``4g``: the rows are a convolution's windows, read in place."""
     def _(context, builder, sig, args):
-        a, lda, b, init, c, ldc, groups = args
+        a, lda, b, init, c, ldc, groups = args[:7]
         const = lambda v: ir.Constant(_I64, v)  # noqa: E731
         i8p = ir.IntType(8).as_pointer()
         dot = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_V16, [_V16] * 3),
@@ -46,7 +47,11 @@ def _tile(mr, NR):  # noqa: N803 - (the panel width, as in the module's descript
         g.add_incoming(const(0), entry)
         b_off = builder.mul(g, const(NR * 64))
         bv = [builder.load(vector_at(pb, builder.add(b_off, const(64 * j))), align=1) for j in range(NR)]
-        a_off = builder.mul(g, const(4))
+        if table:
+            entry_ptr = builder.gep(builder.bitcast(builder.inttoptr(args[7], i8p), _I64.as_pointer()), [g])
+            a_off = builder.load(entry_ptr, align=8)
+        else:
+            a_off = builder.mul(g, const(4))
         new = []
         for r in range(mr):
             p = builder.gep(pa, [builder.add(a_off, builder.mul(lda, const(r)))])
@@ -75,7 +80,10 @@ def _tile(mr, NR):  # noqa: N803 - (the panel width, as in the module's descript
     def typer(typingctx, a, lda, b, init, c, ldc, groups):
         return types.void(*[types.intp] * 7), _
 
-    return intrinsic(typer)
+    def typer_table(typingctx, a, lda, b, init, c, ldc, groups, offsets):
+        return types.void(*[types.intp] * 8), _
+
+    return intrinsic(typer_table if table else typer)
 
 
 _w1, _w2, _w3, _w4, _w5, _w6 = (_tile(m, NR) for m in range(1, MR + 1))
@@ -121,3 +129,55 @@ def gemm(a, b, init, c, m0, m1, p0, p1):
                 _n2(ap, lda, bp, ip, cp, ldc, groups)
             else:
                 _n1(ap, lda, bp, ip, cp, ldc, groups)
+
+
+_c1, _c2, _c3, _c4, _c5, _c6 = (_tile(m, NR, True) for m in range(1, MR + 1))
+_d1, _d2, _d3, _d4, _d5, _d6 = (_tile(m, NARROW, True) for m in range(1, MR + 1))
+
+
+@numba.njit(cache=True, nogil=True)
+def conv_gemm(x, b, init, offsets, c, out_h, out_w, row_step, col_step, n0, n1):
+    """The sums of a 2-d convolution read in place from ``x``, its channels-last padded uint8 input (N, H, W, C4):
+    ``c[(n * out_h + y) * out_w + j] = init + sum over groups g of window(n, y, j)[4g:4g + 4] . b[g]`` for images
+    ``n0:n1``, where the window of output (y, j) starts ``y * row_step + j * col_step`` bytes into image n and its
+    group g lies ``offsets[g]`` bytes further (kernel offset and channels). Tiles are rows of one output line."""
+    groups, width, panels = b.shape[1], b.shape[2], b.shape[0]
+    ldc = c.shape[1]
+    image = x.shape[1] * x.shape[2] * x.shape[3]
+    table = offsets.ctypes.data
+    for n in range(n0, n1):
+        for y in range(out_h):
+            line = x.ctypes.data + n * image + y * row_step
+            first = (n * out_h + y) * out_w
+            for p in range(panels):
+                bp = b.ctypes.data + p * groups * width * 4
+                ip = init.ctypes.data + p * width * 4
+                for j in range(0, out_w, MR):
+                    ap = line + j * col_step
+                    cp = c.ctypes.data + ((first + j) * ldc + p * width) * 4
+                    rows = min(MR, out_w - j)
+                    if width == NR * 16:
+                        if rows == 6:
+                            _c6(ap, col_step, bp, ip, cp, ldc, groups, table)
+                        elif rows == 5:
+                            _c5(ap, col_step, bp, ip, cp, ldc, groups, table)
+                        elif rows == 4:
+                            _c4(ap, col_step, bp, ip, cp, ldc, groups, table)
+                        elif rows == 3:
+                            _c3(ap, col_step, bp, ip, cp, ldc, groups, table)
+                        elif rows == 2:
+                            _c2(ap, col_step, bp, ip, cp, ldc, groups, table)
+                        else:
+                            _c1(ap, col_step, bp, ip, cp, ldc, groups, table)
+                    elif rows == 6:
+                        _d6(ap, col_step, bp, ip, cp, ldc, groups, table)
+                    elif rows == 5:
+                        _d5(ap, col_step, bp, ip, cp, ldc, groups, table)
+                    elif rows == 4:
+                        _d4(ap, col_step, bp, ip, cp, ldc, groups, table)
+                    elif rows == 3:
+                        _d3(ap, col_step, bp, ip, cp, ldc, groups, table)
+                    elif rows == 2:
+                        _d2(ap, col_step, bp, ip, cp, ldc, groups, table)
+                    else:
+                        _d1(ap, col_step, bp, ip, cp, ldc, groups, table)
