@@ -153,8 +153,7 @@ def _conv_in_place(fn, x, zero_point, weight, kernel, stride, padding, dilation,
     panels, groups, width = b.shape[:3]
     c4 = -(-c // 4) * 4
     hp, wp = h + 2 * padding[0], w + 2 * padding[1]
-    xl = np.full((n, hp, wp, c4), zero_point, np.uint8)  # (padding channels meet zero weights)
-    xl[:, padding[0]:padding[0] + h, padding[1]:padding[1] + w, :c] = np.moveaxis(x, 1, -1)
+    xl = np.empty((n, hp, wp, c4), np.uint8)
     kh, kw = kernel
     offsets = ((np.arange(kh)[:, None, None] * dilation[0] * wp + np.arange(kw)[None, :, None] * dilation[1]) * c4
                + 4 * np.arange(c4 // 4)[None, None, :]).reshape(-1).astype(np.int64)
@@ -166,10 +165,16 @@ def _conv_in_place(fn, x, zero_point, weight, kernel, stride, padding, dilation,
     target = result.reshape(rows, o)
     c_ = target if panels * width == o else np.empty((rows, panels * width), np.int32)
     args = (xl, b, init, offsets, c_, out_h, out_w, stride[0] * wp * c4, stride[1] * c4)
+
+    def images(lo, hi):  # (padding and padding channels hold the zero point: they meet zero weights)
+        xl[lo:hi] = zero_point
+        xl[lo:hi, padding[0]:padding[0] + h, padding[1]:padding[1] + w, :c] = np.moveaxis(x[lo:hi], 1, -1)
+        fn(*args, lo, hi)
+
     if work >= SPLIT_WORK and n > 1:
-        _parallel.halves(lambda lo, hi: fn(*args, lo, hi), n)
+        _parallel.halves(images, n)
     else:
-        fn(*args, 0, n)
+        images(0, n)
     if c_ is not target:
         target[...] = c_[:, :o]
 

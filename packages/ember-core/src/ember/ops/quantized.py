@@ -704,8 +704,12 @@ def _requantize_loop(acc, ats, bias, multiplier, zero_point, dtype, relu, axis):
     sums = np.moveaxis(acc, axis, -1)
     out = np.empty(sums.shape, np.uint8)
     add = np.zeros(len(ats), _f32) if bias is None else (bias._data.astype(_f32) / ats).astype(_f32)
-    fn(sums.reshape(-1, sums.shape[-1]), add, multiplier.astype(_f32), _f32(zero_point),
-       _f32(zero_point if relu else dtype.qmin), _f32(dtype.qmax), out.reshape(-1, sums.shape[-1]))
+    args = add, multiplier.astype(_f32), _f32(zero_point), _f32(zero_point if relu else dtype.qmin), _f32(dtype.qmax)
+    rows, flat = sums.reshape(-1, sums.shape[-1]), out.reshape(-1, sums.shape[-1])
+    if acc.size >= _parallel.MIN_SIZE:  # (rows over the cores)
+        _parallel.halves(lambda lo, hi: fn(rows[lo:hi], *args, flat[lo:hi]), len(rows))
+    else:
+        fn(rows, *args, flat)
     return np.moveaxis(out, -1, axis)
 
 
