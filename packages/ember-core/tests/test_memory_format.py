@@ -156,3 +156,59 @@ def test_elementwise_results_keep_channels_last():
     e = ember.randn(2, 3, 4, 5).contiguous(memory_format=ember.channels_last)
     for out in (e + 1, ember.exp(e), e * e):
         assert out.is_contiguous(memory_format=ember.channels_last)
+
+
+# N, C, O, size, kernel, stride, padding: the stem, Winograd-sized, strided, 1x1 and 5x5 convolutions
+CONVS = [(4, 3, 64, 32, 7, 2, 3), (2, 16, 32, 16, 3, 1, 1), (2, 64, 64, 16, 3, 1, 1), (2, 32, 64, 16, 3, 2, 1),
+         (2, 32, 16, 9, 1, 1, 0), (2, 8, 8, 12, 5, 1, 2)]
+
+
+def _conv_pair(case, x_format, w_format, requires_grad=False):
+    N, C, O, H, k, s, p = case
+    rng = np.random.default_rng(0)
+    x, w, b = rng.standard_normal((N, C, H, H)), rng.standard_normal((O, C, k, k)), rng.standard_normal(O)
+    out = {}
+    for lib in (ember, torch):
+        xs = lib.tensor(x).to(memory_format=getattr(lib, x_format)).requires_grad_(requires_grad)
+        ws = lib.tensor(w).to(memory_format=getattr(lib, w_format)).requires_grad_(requires_grad)
+        out[lib] = xs, ws, lib.conv2d(xs, ws, lib.tensor(b), stride=s, padding=p)
+    return out
+
+
+@pytest.mark.parametrize("case", CONVS)
+@pytest.mark.parametrize("x_format,w_format", [("channels_last", "contiguous_format"),
+                                               ("contiguous_format", "channels_last"),
+                                               ("contiguous_format", "contiguous_format")])
+def test_convolution_output_layout(case, x_format, w_format):
+    out = _conv_pair(case, x_format, w_format)
+    (_, _, ye), (_, _, yt) = out[ember], out[torch]
+    assert ye.stride() == yt.stride()
+    np.testing.assert_allclose(ye.numpy(), yt.numpy(), rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.autograd
+@pytest.mark.parametrize("case", CONVS)
+@pytest.mark.parametrize("x_format,w_format", [("channels_last", "contiguous_format"),
+                                               ("contiguous_format", "channels_last")])
+def test_convolution_gradients_take_their_tensors_layouts(case, x_format, w_format):
+    out = _conv_pair(case, x_format, w_format, requires_grad=True)
+    g = np.random.default_rng(1).standard_normal(tuple(out[torch][2].shape))
+    for lib, (xs, ws, y) in out.items():
+        y.backward(lib.tensor(g).to(memory_format=getattr(lib, x_format)))
+    (xe, we, _), (xt, wt, _) = out[ember], out[torch]
+    for e, t in ((xe.grad, xt.grad), (we.grad, wt.grad)):
+        assert e.stride() == t.stride()
+        np.testing.assert_allclose(e.numpy(), t.numpy(), rtol=1e-9, atol=1e-9)
+
+
+@pytest.mark.autograd
+def test_leaf_gradients_follow_dense_layouts_only():
+    base = np.random.default_rng(2).standard_normal((4, 6))
+    for view in (lambda lib, a: a.t(), lambda lib, a: a[:, ::2]):
+        grads = []
+        for lib in (ember, torch):
+            leaf = view(lib, lib.tensor(base)).detach().requires_grad_()
+            (leaf * 2).sum().backward()
+            grads.append(leaf.grad)
+        assert grads[0].stride() == grads[1].stride()
+        np.testing.assert_array_equal(grads[0].numpy(), grads[1].numpy())

@@ -82,6 +82,22 @@ def per_chunk(image_bytes, rows, products):
     return max(1, CHUNK_BYTES // max(1, image_bytes), -(-products // max(1, rows)))
 
 
+def nhwc(a):
+    """``a`` (N, C, H, W) as its (N, H, W, C) view when it is laid out channels-last (``ember.channels_last``)
+    rather than row-major, else None."""
+    t = a.transpose(0, 2, 3, 1)
+    return t if t.flags.c_contiguous and not a.flags.c_contiguous else None
+
+
+def empty_as(x, shape):
+    """An uninitialised (N, O, Ho, Wo) array of ``shape``, channels-last when ``x`` is (PyTorch's layout for a
+    convolution's output and its input's gradient)."""
+    if nhwc(x) is None:
+        return np.empty(shape, x.dtype)
+    N, O, Ho, Wo = shape
+    return np.empty((N, Ho, Wo, O), x.dtype).transpose(0, 3, 1, 2)
+
+
 def padded(x, pads, shape=None):
     """``x`` (N, C, H, W) channels-last, zero padded by ``pads`` ((top, bottom), (left, right)) or, given, to
     ``shape`` (rows, columns) after the top and left pads: (N, rows, columns, C)."""
@@ -93,8 +109,10 @@ def padded(x, pads, shape=None):
     P[:, t + H:] = 0
     P[:, t:t + H, :l] = 0
     P[:, t:t + H, l + W:] = 0
-    xl = _blas.transpose(x.reshape(N, C, H * W), np.empty((N, H * W, C), x.dtype))
-    P[:, t:t + H, l:l + W] = xl.reshape(N, H, W, C)
+    xl = nhwc(x)
+    if xl is None:
+        xl = _blas.transpose(x.reshape(N, C, H * W), np.empty((N, H * W, C), x.dtype)).reshape(N, H, W, C)
+    P[:, t:t + H, l:l + W] = xl
     return P
 
 
@@ -102,6 +120,10 @@ def to_channels_first(y, out):
     """Channels-last ``y`` (N, rows, columns, O) (rows and columns from 0 as far as ``out`` reaches) written into
     ``out`` (N, O, Ho, Wo)."""
     N, O, Ho, Wo = out.shape
+    ol = nhwc(out)
+    if ol is not None:
+        ol[...] = y[:, :Ho, :Wo]
+        return
     if y.shape[1:3] != (Ho, Wo):
         y = np.ascontiguousarray(y[:, :Ho, :Wo])
     _blas.transpose(y.reshape(N, Ho * Wo, O), out.reshape(N, O, Ho * Wo))
@@ -109,6 +131,9 @@ def to_channels_first(y, out):
 
 def to_channels_last(g):
     """``g`` (N, O, Ho, Wo) as (N, Ho, Wo, O)."""
+    gl = nhwc(g)
+    if gl is not None:
+        return gl
     N, O, Ho, Wo = g.shape
     return _blas.transpose(g.reshape(N, O, Ho * Wo), np.empty((N, Ho * Wo, O), g.dtype)).reshape(N, Ho, Wo, O)
 
@@ -212,7 +237,8 @@ def conv(x, w, b, stride, pads, dilation):
     N, C, H, _ = x.shape
     O, (kh, kw) = w.shape[0], w.shape[2:]
     Ho, Wo = out_size = output_size(x, w, stride, pads, dilation)
-    out = np.empty((N, O) + out_size, x.dtype)
+    out = empty_as(x, (N, O) + out_size)
+    ol = nhwc(out)
     K, Q = kh * kw * C, Ho * Wo
     if stride[0] == 1:
         m = _row_kernels(w, b)
@@ -223,15 +249,21 @@ def conv(x, w, b, stride, pads, dilation):
             y = np.empty((R, O), x.dtype)
             for i in range(kh):
                 _blas.gemm(cols[i * step:i * step + R], m[i], y, i > 0)
-            _blas.transpose(y.reshape(z - a, Hp * Wo, O)[:, :Q], out[a:z].reshape(z - a, O, Q))
+            if ol is not None:
+                ol[a:z].reshape(z - a, Q, O)[...] = y.reshape(z - a, Hp * Wo, O)[:, :Q]
+            else:
+                _blas.transpose(y.reshape(z - a, Hp * Wo, O)[:, :Q], out[a:z].reshape(z - a, O, Q))
 
         chunks(chunk, N, per_chunk(Hp * Wo * kw * C * x.dtype.itemsize, Q, O), N * Q * K * O)
         return out
     m = _kernel_rows(w, b)
 
     def chunk(a, z):
-        y = _columns(x[a:z], (kh, kw), out_size, stride, pads, dilation, b is not None) @ m
-        to_channels_first(y.reshape((z - a,) + out_size + (O,)), out[a:z])
+        cols = _columns(x[a:z], (kh, kw), out_size, stride, pads, dilation, b is not None)
+        if ol is not None:
+            np.matmul(cols, m, out=ol[a:z].reshape(-1, O))
+        else:
+            to_channels_first((cols @ m).reshape((z - a,) + out_size + (O,)), out[a:z])
 
     chunks(chunk, N, per_chunk(Q * m.shape[0] * x.dtype.itemsize, Q, O), N * Q * K * O)
     return out
@@ -257,7 +289,7 @@ def grads(g, x, w, stride, pads, dilation, need_input, need_weight, rows=True):
         return gx, None
     m = _kernel_rows(w) if need_input else None
     if need_input:
-        gx = np.empty(x.shape, x.dtype)
+        gx = empty_as(x, x.shape)
     sums = {}  # each worker's weight gradient over its chunks: (kh kw C, O) rows
     rows = rows and stride[0] == 1 and not need_input
     Hp, step = H + sum(pads[0]), dilation[0] * Wo

@@ -3,6 +3,8 @@ NHWC (NDHWC) array seen through NCHW (NCDHW) axes: the format is read from the s
 Elementwise NumPy/CuPy kernels keep their inputs' layout, as PyTorch's do."""
 import builtins
 
+from ._backend import xp_of
+
 
 class memory_format:
     """A way of laying a tensor's elements out in memory (``ember.channels_last``...). Instances are singletons."""
@@ -92,6 +94,17 @@ def suggested(shape, strides):
     return fmt
 
 
+def channels_last_like(arr, *others):
+    """``arr`` (4-d), as a channels-last copy when any of ``others`` reads as channels-last (PyTorch's layout for
+    the result of a convolution, pooling... of such inputs) and it does not already."""
+    def reads_channels_last(a):
+        return a is not None and a.ndim == 4 and suggested(a.shape, [s // a.itemsize for s in a.strides]) is \
+            channels_last
+    if arr.ndim != 4 or reads_channels_last(arr) or not any(reads_channels_last(a) for a in others):
+        return arr
+    return copy(xp_of(arr), arr, _AXES[channels_last])
+
+
 def layout(arr, fmt):
     """The memory order of the axes (a list, or None for row-major) that a copy of ``arr`` takes under ``fmt``:
     preserve_format keeps the order of ``arr``'s strides (and so its very strides when they leave no gaps)."""
@@ -103,6 +116,13 @@ def layout(arr, fmt):
         return None
     order = _stride_order(arr.shape, [s // arr.itemsize for s in arr.strides])
     return None if order == list(range(arr.ndim)) else order
+
+
+def dense_layout(arr):
+    """``arr``'s own layout (``layout``'s form) when it leaves no gaps, else None: the layout PyTorch gives a leaf's
+    gradient."""
+    order = layout(arr, preserve_format)
+    return order if order is not None and arr.transpose(order).flags.c_contiguous else None
 
 
 def like(arr, memory_format=None):

@@ -21,6 +21,7 @@ from . import _blas, _channels_last
 from ._channels_last import (
     accumulate,
     chunks,
+    empty_as,
     from_padded,
     padded,
     per_chunk,
@@ -109,7 +110,7 @@ def conv(x, w, b, pads):
     O = w.shape[0]
     Ho, Wo = H + sum(pads[0]) - 2, W + sum(pads[1]) - 2
     TH, TW = _tiles(Ho), _tiles(Wo)
-    out = np.empty((N, O, Ho, Wo), x.dtype)
+    out = empty_as(x, (N, O, Ho, Wo))
     finite = []
     if _by_channels(N * TH * TW, O):
         with np.errstate(all="ignore"):
@@ -182,7 +183,7 @@ def grads(g, x, w, pads, need_input, need_weight):
     O = w.shape[0]
     Ho, Wo = g.shape[2:]
     TH, TW = _tiles(Ho), _tiles(Wo)
-    gx = np.empty(x.shape, x.dtype) if need_input else None
+    gx = empty_as(x, x.shape) if need_input else None
     gw = np.empty(w.shape, w.dtype) if need_weight else None
     sums = {}  # each worker's sum of products over its chunks
     size = 36 * N * TH * TW * C * O * (need_input + need_weight)

@@ -15,6 +15,7 @@ import numpy as np
 from numpy import ndarray
 
 import ember
+from ember import _memory_format
 from ember._backend import xp_of
 from ember._device import CPU
 from ember._dtype import FROM_NP
@@ -474,8 +475,15 @@ class AccumulateGrad(Node):
             v.grad = g.clone() if have is None else g + have if have.is_sparse and not g.is_sparse else have + g
         elif have is None:
             # a gradient held elsewhere (a VJP may hand one tensor to several inputs) is copied unless building
-            # a graph
-            v.grad = g if create_graph or _unshared(g) else Tensor._wrap(g._data.copy())
+            # a graph; a leaf laid out otherwise than row-major (channels-last...) gets its gradient in its own
+            # layout, as PyTorch's does
+            d = v._data
+            if create_graph:
+                v.grad = g
+            elif type(d) is ndarray and d.ndim > 1 and not d.flags.c_contiguous:
+                v.grad = Tensor._wrap(_memory_format.copy(np, g._data, _memory_format.dense_layout(d)))
+            else:
+                v.grad = g if _unshared(g) else Tensor._wrap(g._data.copy())
         elif create_graph:
             v.grad = have + g
         elif _addable_in_place(have._data, g._data):

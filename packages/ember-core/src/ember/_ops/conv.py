@@ -19,7 +19,7 @@ import math
 
 import numpy as np
 
-from .. import _backend, _channels_last, _kernels, _winograd
+from .. import _backend, _channels_last, _kernels, _memory_format, _winograd
 from .._registry import REGISTRY, op
 from .._tensor import Tensor
 from .activation import bound, grads, tname, up
@@ -354,7 +354,7 @@ def _run(xp, name, input, weight, bias, stride, padding, dilation, transposed, o
         r = _conv_transpose(xp, x, w, b, stride, pads, dilation, groups, output_padding)
     else:
         r = _conv(xp, x, w, b, stride, pads, dilation, groups)
-    r = r.astype(input.dtype, copy=False)
+    r = _memory_format.channels_last_like(r.astype(input.dtype, copy=False), input, weight)
     return r[0] if unbatched else r
 
 
@@ -477,8 +477,12 @@ def _array_grads(g, x, w, b, stride, pads, dilation, transposed, groups, need):
         gb = go.sum(-1)
     else:
         gb = ga.reshape(ga.shape[:2] + (math.prod(ga.shape[2:]),)).sum(0).sum(-1)
-    return tuple(None if r is None else Tensor._wrap(xp.ascontiguousarray(r.reshape(shape).astype(dtype, copy=False)))
-                 for r, shape in ((gx, xa.shape), (gw, wa.shape), (gb, (-1,))))
+
+    def wrapped(r, shape, like):  # (the input's and weight's gradients laid out as they are: channels-last or not)
+        r = xp.ascontiguousarray(r.reshape(shape).astype(dtype, copy=False))
+        return Tensor._wrap(r if like is None else _memory_format.channels_last_like(r, like))
+    return tuple(None if r is None else wrapped(r, shape, like)
+                 for r, shape, like in ((gx, xa.shape, x._data), (gw, wa.shape, w._data), (gb, (-1,), None)))
 
 
 def _conv_vjp(o, n=None):
