@@ -42,7 +42,7 @@ _SIGNATURES = {}  # argument types -> the loop's signature in numba's notation
 
 def _signature(args):
     """numba's signature of a loop called with ``args`` (C-contiguous arrays, NumPy scalars, floats)."""
-    key = tuple((a.dtype, a.ndim) if type(a) is np.ndarray else type(a) for a in args)
+    key = tuple([(a.dtype, a.ndim) if type(a) is np.ndarray else type(a) for a in args])
     s = _SIGNATURES.get(key)
     if s is None:
         types = [f"{a.dtype.name}[{':, ' * (a.ndim - 1)}::1]" if type(a) is np.ndarray else
@@ -88,15 +88,15 @@ def _elementwise(name, x, *more, scalars=(), minimum=FORMULA_MIN, tally=True, sp
     """Loop ``name`` on NumPy ``x`` (and ``more`` arrays broadcast to it, then ``scalars``) into a new array; asked
     for from ``minimum`` elements (``tally``: in all, see FORMULA_MIN)."""
     x = _writable(x)
-    more = [_writable(m if m.shape == x.shape else np.broadcast_to(m, x.shape), x.dtype) for m in more]
     out = np.empty(x.shape, x.dtype)
     if not x.size:
         return out
-    arrays = [*[a.reshape(-1) for a in (x, *more)], out.reshape(-1)]
+    arrays = [x.reshape(-1), *[_writable(m if m.shape == x.shape else np.broadcast_to(m, x.shape), x.dtype).reshape(-1)
+                               for m in more], out.reshape(-1)]
     signature = _signature((*arrays[:-1], *scalars, arrays[-1]))
-    f = _jit.loop(_KERNELS, name, signature, x.size + _TALLY.get(name, 0) if tally else x.size, minimum, exact=True)
     if _spun(name + signature, arrays, scalars, x.size):
         return out
+    f = _jit.loop(_KERNELS, name, signature, x.size + _TALLY.get(name, 0) if tally else x.size, minimum, exact=True)
     if f is None:
         _numpy(name)(*arrays[:-1], *scalars, arrays[-1])
         if tally:
@@ -207,9 +207,9 @@ def derivative_times(name, output, grad, out=None):
     out = np.empty(output.shape, output.dtype) if out is None else out
     flat = [_writable(a).reshape(-1) for a in (output, grad)] + [out.reshape(-1)]
     signature = _signature(flat)
-    f = _jit.loop(_KERNELS, name, signature, output.size, LOOP_MIN, exact=True)
     if _spun(name + signature, flat, (), output.size):
         return out
+    f = _jit.loop(_KERNELS, name, signature, output.size, LOOP_MIN, exact=True)
     if f is None:
         _numpy(name)(*flat)
     else:

@@ -253,9 +253,17 @@ def _(ctx, g):
 
 
 @elementwise("pow", scalar_first=True, operators=("__pow__", "__rpow__", "__ipow__"))
-@quiet
 def pow(xp, a, b):
     """``input ** exponent`` elementwise."""
+    if isinstance(b, np.generic) and getattr(a, "dtype", None) is not None and a.dtype.kind == "f" and a.ndim:
+        small = _SMALL_POWERS.get(float(b))
+        if small is not None:  # (first, and outside NumPy's errstate, whose setting costs more than a loop's call)
+            return small(xp, a)
+    return _pow(xp, a, b)
+
+
+@quiet
+def _pow(xp, a, b):
     if getattr(a, "dtype", None) == np.bool_ and (hasattr(b, "shape") and not isinstance(b, np.generic)
                                                   or isinstance(a, np.generic)):
         raise NotImplementedError("\"pow\" not implemented for 'Bool'")  # (bool ** Python bool is allowed)
@@ -265,10 +273,6 @@ def pow(xp, a, b):
         # integer division semantics, as PyTorch: 1 and -1 keep their magnitude, any other base gives 0
         r = xp.power(a, xp.maximum(b, 0))
         return xp.where(b >= 0, r, xp.where(a == 1, 1, 0) + xp.where(a == -1, 1 - 2 * (b & 1), 0)).astype(r.dtype)
-    if isinstance(b, np.generic) and getattr(a, "dtype", None) is not None and a.dtype.kind == "f" and a.ndim:
-        small = _SMALL_POWERS.get(float(b))
-        if small is not None:
-            return small(xp, a)
     return xp.power(a, b)
 
 
@@ -279,6 +283,8 @@ def _times(xp, a, b):
 def _loop(name, fallback):
     """One pass of ember's numba loop ``name`` on large NumPy arrays (``fallback(xp, a)``, the same roundings, on
     small ones and CuPy ones)."""
+    fallback = quiet(fallback)
+
     def power(xp, a):
         if xp is np and a.dtype.itemsize >= 4 and a.size >= _loops.LOOP_MIN:
             return _loops.power(a, name)
@@ -289,9 +295,9 @@ def _loop(name, fallback):
 # Real floating bases to the exponents of common code as products and roots (PyTorch special-cases these too, so
 # the roundings are its own), one pass each: x ** 3 by np.power cost 1 ms on 1M float32, x * x * x 0.08 ms.
 _SMALL_POWERS = {2.0: _loop("square", lambda xp, a: _times(xp, a, a)), 3.0: _loop("cube", lambda xp, a: a * a * a),
-                 0.5: lambda xp, a: xp.sqrt(a), -1.0: _loop("inverse", lambda xp, a: 1 / a),
+                 0.5: quiet(lambda xp, a: xp.sqrt(a)), -1.0: _loop("inverse", lambda xp, a: 1 / a),
                  -2.0: _loop("inverse_square", lambda xp, a: 1 / (a * a)), 1.0: lambda xp, a: a.copy(),
-                 -0.5: lambda xp, a: 1 / xp.sqrt(a)}
+                 -0.5: quiet(lambda xp, a: 1 / xp.sqrt(a))}
 
 
 @pow.vjp
