@@ -728,8 +728,13 @@ def _to_float(acc, x_scale, w_scales, bias, axis=-1):
                        acc.size, exact=True)
         if fn is not None:  # (one compiled pass of the same operations)
             out = np.empty(acc.shape, _f32)
-            b = np.zeros(acc.shape[-1]) if bias is None else bias._data.astype(np.float64)
-            fn(acc.reshape(-1, acc.shape[-1]), ats.reshape(-1).astype(np.float64), b, out.reshape(-1, acc.shape[-1]))
+            args = ats.reshape(-1).astype(np.float64), np.zeros(acc.shape[-1]) if bias is None else \
+                bias._data.astype(np.float64)
+            rows, flat = acc.reshape(-1, acc.shape[-1]), out.reshape(-1, acc.shape[-1])
+            if acc.size >= _parallel.MIN_SIZE:  # (rows over the cores)
+                _parallel.halves(lambda lo, hi: fn(rows[lo:hi], *args, flat[lo:hi]), len(rows))
+            else:
+                fn(rows, *args, flat)
             return out
     y = acc.astype(_f32, copy=False).astype(np.float64)
     y *= ats
