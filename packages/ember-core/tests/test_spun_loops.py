@@ -73,7 +73,7 @@ def test_elementwise_parts_match_the_jit_free_path(name, arrays, scalars, monkey
 def test_small_powers_and_their_gradients_by_parts(dtype, monkeypatch):
     x = _data(dtype=dtype)
     g = _data(dtype=dtype, seed=1)
-    for name in ("square", "cube", "inverse", "inverse_square"):
+    for name in ("square", "cube", "inverse", "inverse_square", "root", "inverse_root"):
         want = _jit_free(monkeypatch, lambda name=name: _loops.power(x, name))
         with _jit.forced():
             _same(_loops.power(x, name), want)
@@ -172,6 +172,7 @@ def _inputs(lib, dtype, layout, positive):
 
 POW_AND_LOG = [(lambda lib, t: lib.pow(t, 2), False), (lambda lib, t: lib.pow(t, 3), False),
                (lambda lib, t: lib.pow(t, -1), False), (lambda lib, t: lib.pow(t, 0.5), True),
+               (lambda lib, t: lib.pow(t, -0.5), True), (lambda lib, t: lib.pow(t, -2.0), False),
                (lambda lib, t: lib.log(t), True)]
 
 

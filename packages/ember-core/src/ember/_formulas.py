@@ -32,8 +32,8 @@ F = np.float32
 LOOPS = ("erf_f32", "erfc_f32", "ndtr_f32", "gelu_f32", "gelu_backward_f32", "sigmoid_f32", "silu_f32",
          "silu_backward_f32", "softplus_f32", "softplus_backward_f32", "erf_f64", "erfc_f64", "gelu_f64",
          "gelu_backward_f64", "gelu_tanh_f32", "gelu_tanh_backward_f32", "gelu_tanh_f64", "gelu_tanh_backward_f64",
-         "square", "cube", "inverse", "inverse_square", "square_backward", "cube_backward", "inverse_backward",
-         "sqrt_backward", "log_backward", "sigmoid_backward", "tanh_backward", "softmax_rows_f32",
+         "square", "cube", "inverse", "inverse_square", "root", "inverse_root", "square_backward", "cube_backward",
+         "inverse_backward", "sqrt_backward", "log_backward", "sigmoid_backward", "tanh_backward", "softmax_rows_f32",
          "log_softmax_rows_f32", "softmax_backward_rows_f32", "log_softmax_backward_rows_f32", "layer_norm_rows_f32",
          "layer_norm_backward_rows_f32")
 
@@ -481,6 +481,16 @@ def inverse_square(x, out):
     for i in each(out.size):
         v = x[i]
         out[i] = ONE / (v * v)
+
+
+def root(x, out):
+    for i in each(out.size):
+        out[i] = np.sqrt(x[i])
+
+
+def inverse_root(x, out):
+    for i in each(out.size):
+        out[i] = ONE / np.sqrt(x[i])
 
 
 # ---- gradients of pow and log from the input ``x``, times ``g``, one pass, with the roundings of the ops' VJPs

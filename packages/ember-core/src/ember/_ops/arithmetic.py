@@ -295,9 +295,9 @@ def _loop(name, fallback):
 # Real floating bases to the exponents of common code as products and roots (PyTorch special-cases these too, so
 # the roundings are its own), one pass each: x ** 3 by np.power cost 1 ms on 1M float32, x * x * x 0.08 ms.
 _SMALL_POWERS = {2.0: _loop("square", lambda xp, a: _times(xp, a, a)), 3.0: _loop("cube", lambda xp, a: a * a * a),
-                 0.5: quiet(lambda xp, a: xp.sqrt(a)), -1.0: _loop("inverse", lambda xp, a: 1 / a),
+                 0.5: _loop("root", lambda xp, a: xp.sqrt(a)), -1.0: _loop("inverse", lambda xp, a: 1 / a),
                  -2.0: _loop("inverse_square", lambda xp, a: 1 / (a * a)), 1.0: lambda xp, a: a.copy(),
-                 -0.5: quiet(lambda xp, a: 1 / xp.sqrt(a))}
+                 -0.5: _loop("inverse_root", lambda xp, a: 1 / xp.sqrt(a))}
 
 
 @pow.vjp
