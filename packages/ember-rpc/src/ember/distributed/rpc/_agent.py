@@ -15,15 +15,17 @@ complete the caller's future with an error naming the worker; nothing is raised 
 import collections
 import itertools
 import pickle
+import struct
 import threading
 import time
 import traceback
+from _thread import allocate_lock as _allocate_lock
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
 from ember.distributed._errors import DistBackendError
-from ember.distributed._transport import SLOT, SLOTS, PeerError, Transport
+from ember.distributed._transport import SLOT, SLOTS, Message, PeerError, Transport
 from ember.futures import Future
 
 from . import _rref
@@ -31,6 +33,9 @@ from . import _rref
 TAG = "rpc"
 PART_TAG = "rpc-part"
 _CALL, _REMOTE, _OK, _ERR, _ONEWAY = range(5)
+# A message's first frame: kind, request id and the size of the pickled (meta, parts) that follow when either is
+# set (struct, not pickle: the dispatcher reads it for every message), then the payload's pickle.
+_HEAD = struct.Struct("<BQI")
 _TICK = 0.05  # seconds between the dispatcher's looks at deadlines, lost peers and RRef deletions
 # Larger buffers to a worker of this host are cut into messages of this size, each through the transport's shared
 # memory (a whole message fits in its slots; a larger frame would go through the socket).
@@ -92,10 +97,12 @@ def _remote_error(worker, exc):
     return RemoteError(exc_type, text)
 
 
-def _join(header, parts, data):
-    """One frame: the length of the header's pickle, the header (kind, request id, meta, parts), the payload."""
-    head = pickle.dumps((*header, parts), protocol=5)
-    return b"".join((len(head).to_bytes(4, "little"), head, data))
+def _join(kind, rid, meta, parts, data):
+    """One frame: the header (kind, request id, and meta and parts when set) and the payload."""
+    if meta is None and parts is None:
+        return _HEAD.pack(kind, rid, 0) + data
+    extra = pickle.dumps((meta, parts), protocol=5)
+    return b"".join((_HEAD.pack(kind, rid, len(extra)), extra, data))
 
 
 def _nbytes(frame):
@@ -116,10 +123,15 @@ def _dumps(obj):
 
 
 class _Pending:
-    __slots__ = ("future", "dst", "deadline", "ms")
+    """A call waiting for its response: it completes ``future`` (rpc_async, remote) or hands the result to a caller
+    parked on ``lock`` (rpc_sync, to_here: woken directly, no Future). ``dependents``: calls that fail with this
+    one (a to_here waiting on the remote that creates the value)."""
 
-    def __init__(self, future, dst, deadline, ms):
-        self.future, self.dst, self.deadline, self.ms = future, dst, deadline, ms
+    __slots__ = ("future", "lock", "value", "exc", "dst", "deadline", "ms", "dependents", "rid")
+
+    def __init__(self, future, lock, dst, deadline, ms):
+        self.future, self.lock, self.dst, self.deadline, self.ms = future, lock, dst, deadline, ms
+        self.value = self.exc = self.dependents = self.rid = None
 
 
 class Agent:
@@ -172,27 +184,49 @@ class Agent:
 
     def call(self, to, kind, payload, timeout, meta=None):
         """Send a request; its Future (the callee's result, or its error)."""
-        dst = self.worker(to).id
-        frames = _dumps_to(payload, dst)  # an unpicklable request raises here, in the caller
+        return self.call_with_id(self.worker(to).id, kind, payload, timeout, meta)[0]
+
+    def call_with_id(self, dst, kind, payload, timeout, meta=None):
+        """``call`` to rank ``dst``; the Future and the request's id (for ``call_sync``'s ``after``)."""
         fut = Future()
+        return fut, self._request(dst, kind, payload, timeout, meta, fut, None).rid
+
+    def call_sync(self, dst, kind, payload, timeout, meta=None, after=None):
+        """Send a request to rank ``dst`` and wait for its result (raise its error). ``after``: the request id of
+        a pending call whose failure fails this one too."""
+        lock = _allocate_lock()
+        lock.acquire()
+        p = self._request(dst, kind, payload, timeout, meta, None, lock, after)
+        lock.acquire()  # released by whoever completes the call: its response, its deadline, a lost peer, shutdown
+        if p.exc is not None:
+            raise p.exc
+        return p.value
+
+    def _request(self, dst, kind, payload, timeout, meta, fut, lock, after=None):
+        frames = _dumps_to(payload, dst)  # an unpicklable request raises here, in the caller
         timeout = self.rpc_timeout if timeout is None or timeout < 0 else timeout
-        deadline = time.monotonic() + timeout if timeout > 0 else None
+        p = _Pending(fut, lock, dst, time.monotonic() + timeout if timeout > 0 else None, int(timeout * 1000))
         with self._lock:
             if self._stop:
                 raise RuntimeError("RPC has not been initialized or has been shut down")
-            rid = next(self._ids)
-            self._pending[rid] = _Pending(fut, dst, deadline, int(timeout * 1000))
+            p.rid = rid = next(self._ids)
+            self._pending[rid] = p
             self._sent += 1
+            first = self._pending.get(after) if after is not None else None
+            if first is not None:
+                if first.dependents is None:
+                    first.dependents = []
+                first.dependents.append(rid)
         try:
-            self._send(dst, (kind, rid, meta), frames)
+            self._post(dst, kind, rid, meta, frames)
         except (PeerError, DistBackendError) as e:
             self._fail(rid, self._lost(dst, e))
-        return fut
+        return p
 
     def oneway(self, dst, payload):
         """A message run by ``dst``'s dispatcher with no answer (RRef bookkeeping); lost if ``dst`` is gone."""
         try:
-            self._send(dst, (_ONEWAY, 0, None), _dumps(payload))
+            self._post(dst, _ONEWAY, 0, None, _dumps(payload))
         except (PeerError, DistBackendError):
             pass
 
@@ -204,7 +238,18 @@ class Agent:
         with self._lock:
             p = self._pending.pop(rid, None)
         if p is not None:
-            self._complete(p.future, None, exc)
+            self._settle(p, None, exc)
+
+    def _settle(self, p, value, exc):
+        """Complete the call ``p`` (popped from the pending table: once)."""
+        if p.lock is not None:
+            p.value, p.exc = value, exc
+            p.lock.release()
+        else:
+            self._complete(p.future, value, exc)
+        if exc is not None and p.dependents:
+            for rid in p.dependents:
+                self._fail(rid, exc)
 
     def _complete(self, fut, value, exc):
         if fut._has_callbacks():  # user callbacks may wait on other calls: never on the dispatcher
@@ -214,11 +259,12 @@ class Agent:
 
     # ---- the dispatcher ------------------------------------------------------------------------------------
     def _loop(self):
-        tr = self.transport
-        last = time.monotonic()
+        recv, dispatch = self.transport.recv, self._dispatch
+        monotonic = time.monotonic
+        last = monotonic()
         while True:
             try:
-                msg = tr.recv(None, TAG, time.monotonic() + _TICK)
+                msg = recv(None, TAG, last + _TICK)
             except TimeoutError:
                 msg = None
             except PeerError:  # every peer is gone: nothing more can arrive
@@ -230,26 +276,36 @@ class Agent:
                 break
             if msg is not None:
                 try:
-                    self._dispatch(msg)
+                    dispatch(msg)
                 except Exception:  # noqa: BLE001 - a malformed message must not stop the agent
                     traceback.print_exc()
-            now = time.monotonic()
+            now = monotonic()
             if now - last >= _TICK:
                 last = now
                 self._housekeeping(now)
         self.closed.set()
 
-    def _send(self, dst, header, frames):
-        """Send ``header`` (kind, request id, meta) and the pickled ``frames``; buffers larger than ``CHUNK`` to a
+    def _post(self, dst, kind, rid, meta, frames):
+        """Send a message (``frames``: the payload's pickle and its buffers); buffers larger than ``CHUNK`` to a
         worker of this host follow in pieces, as messages of their own under ``PART_TAG`` (one such message at a
         time per destination: the receiver reads the pieces in the order of the messages)."""
-        big = [(i, _nbytes(f)) for i, f in enumerate(frames) if _nbytes(f) > CHUNK] \
-            if dst in self.transport.local_peers else None
+        if dst == self.rank:  # read at once, in this thread: the dispatcher may be waiting on the sockets
+            frames[0] = _join(kind, rid, meta, None, frames[0])
+            try:
+                self._dispatch(Message(dst, TAG, [bytes(f) for f in frames]))
+            except Exception:  # noqa: BLE001 - as in the dispatcher: a malformed message is not the sender's error
+                traceback.print_exc()
+            return
+        if len(frames) == 1 and len(frames[0]) <= CHUNK or dst not in self.transport.local_peers:
+            big = None
+        else:
+            big = [(i, _nbytes(f)) for i, f in enumerate(frames) if _nbytes(f) > CHUNK]
         if not big:
-            self.transport.send(dst, TAG, [_join(header, None, frames[0]), *frames[1:]])
+            frames[0] = _join(kind, rid, meta, None, frames[0])
+            self.transport.send(dst, TAG, frames)
             return
         with self._part_locks[dst]:
-            self.transport.send(dst, TAG, [_join(header, big, b"" if big[0][0] == 0 else frames[0]),
+            self.transport.send(dst, TAG, [_join(kind, rid, meta, big, b"" if big[0][0] == 0 else frames[0]),
                                            *(b"" if _nbytes(f) > CHUNK else f for f in frames[1:])])
             for i, n in big:  # (sends of pieces that wait for shared memory queue: this returns at once)
                 view = memoryview(frames[i]).cast("B")
@@ -274,16 +330,21 @@ class Agent:
         if msg._releases:  # in shared memory: copied out so the sender may reuse the slots at once
             frames = [np.frombuffer(f, np.uint8).copy() if _nbytes(f) > 4096 else bytes(f) for f in frames]
             msg.release()
-        head = memoryview(frames[0])
-        n = int.from_bytes(head[:4], "little")
-        kind, rid, meta, parts = pickle.loads(head[4:4 + n])
+        head = frames[0]
+        kind, rid, n = _HEAD.unpack_from(head)
         src = msg.src
-        frames = [head[4 + n:], *frames[1:]]
-        if parts is not None:
-            try:
-                self._receive_parts(src, parts, frames)
-            except (PeerError, TimeoutError, DistBackendError):
-                return  # the sender is gone: its request or response with it
+        if n:
+            view = memoryview(head)
+            meta, parts = pickle.loads(view[_HEAD.size:_HEAD.size + n])
+            frames[0] = view[_HEAD.size + n:]
+            if parts is not None:
+                try:
+                    self._receive_parts(src, parts, frames)
+                except (PeerError, TimeoutError, DistBackendError):
+                    return  # the sender is gone: its request or response with it
+        else:
+            meta = None
+            frames[0] = memoryview(head)[_HEAD.size:]
         try:
             payload = pickle.loads(frames[0], buffers=frames[1:])
             error = None
@@ -295,15 +356,15 @@ class Agent:
             if p is None:
                 return  # timed out meanwhile
             if error is not None:
-                self._complete(p.future, None, RuntimeError(
+                self._settle(p, None, RuntimeError(
                     f"could not unpickle the response of worker {self.workers[src].name}: "
                     f"{type(error).__name__}: {error}"))
             elif kind == _ERR:
-                self._complete(p.future, None, payload.exception())
+                self._settle(p, None, payload.exception())
             else:
                 if meta is not None:
                     payload = _autograd().on_response(src, meta, payload)
-                self._complete(p.future, payload, None)
+                self._settle(p, payload, None)
         elif kind == _ONEWAY:
             if error is None:
                 fn, args = payload
@@ -370,7 +431,7 @@ class Agent:
             frames = _dumps(RemoteError(RuntimeError, f"On {self.info}:\ncould not pickle the result: "
                                                       f"{type(e).__name__}: {e}"))
         try:
-            self._send(src, (kind, rid, meta), frames)
+            self._post(src, kind, rid, meta, frames)
         except (PeerError, DistBackendError):
             pass  # the caller is gone
         with self._lock:
@@ -389,7 +450,7 @@ class Agent:
                                                       "be marked with an error")))
             expired = [(self._pending.pop(rid), exc) for rid, exc in expired]
         for p, exc in expired:
-            self._complete(p.future, None, exc)
+            self._settle(p, None, exc)
         for peer in gone:
             if peer not in self._gone_seen:
                 self._gone_seen.add(peer)
@@ -422,7 +483,7 @@ class Agent:
             pending, self._pending = self._pending, {}
         err = RuntimeError("RPC agent is shut down")
         for p in pending.values():
-            self._complete(p.future, None, err)
+            self._settle(p, None, err)
         self.closed.wait(1.0)
         self.transport.close()
         self._pool.shutdown(wait=False, cancel_futures=True)  # what runs still is for callers that are gone

@@ -194,18 +194,18 @@ class RRef:
         entry.future.set_result(value)
         self._init(agent.info, rref_id, rref_id, True, type(value) if type_hint is None else type_hint)
 
-    def _init(self, owner, rref_id, fork_id, confirmed, type_=None, created=None):
+    def _init(self, owner, rref_id, fork_id, confirmed, type_=None, created=None, created_rid=None):
         self._owner, self._id, self._fork = owner, rref_id, fork_id
-        self._confirmed, self._type, self._created = confirmed, type_, created
+        self._confirmed, self._type, self._created, self._created_rid = confirmed, type_, created, created_rid
         self._live = True
         agent = _current()
         if agent is not None and owner.id != agent.rank:
             agent.owner_table.users[fork_id] = self
 
     @classmethod
-    def _make(cls, owner, rref_id, fork_id, confirmed, type_=None, created=None):
+    def _make(cls, owner, rref_id, fork_id, confirmed, type_=None, created=None, created_rid=None):
         rref = cls.__new__(cls)
-        rref._init(owner, rref_id, fork_id, confirmed, type_, created)
+        rref._init(owner, rref_id, fork_id, confirmed, type_, created, created_rid)
         return rref
 
     # ---- lifetime ----------------------------------------------------------------------------------------
@@ -276,15 +276,19 @@ class RRef:
         if self.is_owner():
             return self.local_value()
         created = self._created
-        if created is not None and created.done() and created._exc is not None:
-            raise created._exc
+        after = None
+        if created is not None:
+            if created.done():
+                if created._exc is not None:
+                    raise created._exc
+            else:
+                after = self._created_rid  # the creation's failure (its timeout, say) fails the fetch too
         from . import api
 
-        fetched = api._invoke(self._owner, _fetch, (self._id,), {}, timeout)
-        while created is not None and not fetched._wait_for(0.05):  # or the creation fails first
-            if created.done() and created._exc is not None:
-                raise created._exc
-        return fetched.wait()
+        dst, args = self._owner.id, (self._id,)
+        ctx = api._autograd_meta(dst, args, {})
+        return api._require_agent().call_sync(dst, api._CALL, (_fetch, args, {}), timeout,
+                                              None if ctx is None else (ctx,), after)
 
     def _get_future(self):
         """The future of the call that created this RRef (done on the owner or for a forked reference)."""

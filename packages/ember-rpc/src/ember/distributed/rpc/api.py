@@ -123,7 +123,12 @@ def rpc_async(to, func, args=None, kwargs=None, timeout=-1.0):
 
 def rpc_sync(to, func, args=None, kwargs=None, timeout=-1.0):
     """``rpc_async(...).wait()``: the result of ``func`` run on ``to``; its error re-raised here."""
-    return rpc_async(to, func, args, kwargs, timeout).wait()
+    _check(func)
+    agent = _require_agent()
+    dst = agent.worker(to).id
+    args, kwargs = tuple(args) if args else (), dict(kwargs) if kwargs else {}
+    ctx = _autograd_meta(dst, args, kwargs)
+    return agent.call_sync(dst, _CALL, (func, args, kwargs), timeout, None if ctx is None else (ctx,))
 
 
 def remote(to, func, args=None, kwargs=None, timeout=-1.0):
@@ -136,8 +141,8 @@ def remote(to, func, args=None, kwargs=None, timeout=-1.0):
     if owner.id == agent.rank:
         agent.owner_table.create(rref_id, agent.rank, rref_id)
     ctx = _autograd_meta(owner.id, args, kwargs)
-    created = agent.call(owner.id, _REMOTE, (func, args, kwargs), timeout, (rref_id, rref_id, ctx))
-    return RRef._make(owner, rref_id, rref_id, False, None, created)
+    created, rid = agent.call_with_id(owner.id, _REMOTE, (func, args, kwargs), timeout, (rref_id, rref_id, ctx))
+    return RRef._make(owner, rref_id, rref_id, False, None, created, rid)
 
 
 def _owned_count():
