@@ -14,7 +14,7 @@ from ember import _jit, _loops
 from ember import _parallel as P
 
 pytest.importorskip("numba")
-needs_helpers = pytest.mark.skipif(P.WORKERS < 2, reason="one core: nothing splits")
+needs_helpers = pytest.mark.skipif(P.WORKERS < 2 or not P.SPINS, reason="one core, or not x86: nothing spins")
 N = 3 * P.SPIN_CHUNK + 1234  # (parts of unequal length: the last one short)
 
 

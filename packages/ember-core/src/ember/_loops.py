@@ -113,7 +113,7 @@ def _spun(key, arrays, scalars, size, rows=None):
     by its C-callable parts on ``_parallel``'s spinning helpers: from SPIN_MIN elements, once the parts are compiled
     (asked for here, and compiled after the loop itself when that is queued too). ``rows``: a row loop's ``(entries,
     parts, chunk)`` instead (``entries`` the parts' block)."""
-    if size < _parallel.SPIN_MIN or _parallel.WORKERS < 2:
+    if size < _parallel.SPIN_MIN or not _parallel.SPINS or _parallel.WORKERS < 2:
         return False
     parts = _jit.loop(_KERNELS, "parts", key, size, _parallel.SPIN_MIN, exact=rows is None)
     if parts is None:

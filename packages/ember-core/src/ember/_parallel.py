@@ -17,6 +17,7 @@ import functools
 import itertools
 import math
 import os
+import platform
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
@@ -271,6 +272,10 @@ def loop(fn, *operands, out, minimum):
 # ops of a model's step follow each other closer than that. (PyTorch's OpenMP threads spin likewise.)
 SPIN_TICKS = 1 << 19
 SPIN_MIN = 1 << 17  # elements from which a loop's parts are run by ``spun``
+# Whether helpers may spin: x86 (the loops' spin-wait hint and time-stamp counter), and two CPUs or more for this
+# process (a helper spinning on the caller's only CPU would take its time)
+SPINS = platform.machine().lower() in ("x86_64", "amd64") and len(
+    os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else range(os.cpu_count() or 1)) > 1
 SPIN_CHUNK = 1 << 16  # elements of a part (its arrays fit in L2 alongside another's)
 
 
@@ -278,8 +283,8 @@ def spun(parts, run, *args):
     """``run(ctl, *args)``, a run of a loop's C-callable parts (``parts.run`` or one of ``parts.runners``, see
     ember._numba_kernels), whose parts are claimed by the calling thread and helper threads spinning without the GIL
     (each spins SPIN_TICKS for work after its last part, then blocks until a later run wakes it). Returns whether it
-    ran: not when another split is running (the caller then computes alone)."""
-    if WORKERS < 2 or not _BUSY[0].acquire(blocking=False):
+    ran: not when another split is running, or helpers may not spin here (the caller then computes alone)."""
+    if not SPINS or WORKERS < 2 or not _BUSY[0].acquire(blocking=False):
         return False
     try:
         ctl, helpers = _spinners(parts)
