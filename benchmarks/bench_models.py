@@ -189,7 +189,7 @@ def _resnet18(lib, classes=10):
     return ResNet()
 
 
-def resnet_setup(seed=0, batch=32):
+def resnet_setup(seed=0, batch=32, memory_format=None):
     import torch
 
     import ember
@@ -200,6 +200,9 @@ def resnet_setup(seed=0, batch=32):
     steps = {}
     for name, lib in (("torch", torch), ("ember", ember)):
         model, x, y = models[name], lib.tensor(images), lib.tensor(labels)
+        if memory_format:  # (the weights and the images laid out NHWC, as PyTorch users do for speed)
+            model.to(memory_format=getattr(lib, memory_format))
+            x = x.to(memory_format=getattr(lib, memory_format))
         opt = lib.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=5e-4)
         loss_fn, loss = lib.nn.CrossEntropyLoss(), [None]
 
@@ -217,6 +220,11 @@ def resnet_setup(seed=0, batch=32):
 @benchmark("ResNet-18 (CIFAR, 32x32, BatchNorm, 10 classes) SGD momentum training step, batch 32", goal=2.0)
 def resnet_step():
     return _compare(resnet_setup())
+
+
+@benchmark("ResNet-18 (CIFAR, 32x32) SGD momentum training step, batch 32, channels_last on both sides", goal=2.0)
+def resnet_channels_last_step():
+    return _compare(resnet_setup(memory_format="channels_last"))
 
 
 # ---- the LSTM language model of pytorch/examples' word_language_model ---------------------------------------------
