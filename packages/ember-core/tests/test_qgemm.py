@@ -93,10 +93,18 @@ def _linear_and_conv(engine_path):
     wc = ember.quantize_per_tensor(ember.tensor(r.standard_normal((8, 3, 3, 2)).astype(np.float32)), 0.02, 0,
                                    ember.qint8)
     pc = ember.ops.quantized.conv2d_prepack(wc, None, [1, 2], [1, 0], [1, 1], 2)
+    # one group, symmetric weights: windows read in place, requantized in the product's tiles
+    w1 = ember.quantize_per_channel(ember.tensor(r.standard_normal((70, 6, 3, 3)).astype(np.float32)),
+                                    ember.tensor(r.uniform(0.01, 0.03, 70)), ember.tensor(np.zeros(70, np.int64)), 0,
+                                    ember.qint8)
+    p1 = ember.ops.quantized.conv2d_prepack(w1, ember.tensor(r.standard_normal(70).astype(np.float32)), [2, 1],
+                                            [1, 2], [1, 2], 1)
     with engine_path():
         return (ember.ops.quantized.linear(x, packed, 0.3, 64).int_repr().numpy(),
                 ember.ops.quantized.linear_dynamic(x.dequantize(), packed).numpy(),
-                ember.ops.quantized.conv2d(xc, pc, 0.2, 50).int_repr().numpy())
+                ember.ops.quantized.conv2d(xc, pc, 0.2, 50).int_repr().numpy(),
+                ember.ops.quantized.conv2d(xc, p1, 0.4, 50).int_repr().numpy(),
+                ember.ops.quantized.conv2d_relu(xc, p1, 0.4, 50).int_repr().numpy())
 
 
 @vnni

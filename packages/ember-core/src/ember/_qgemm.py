@@ -145,9 +145,10 @@ _CONV_SIG = ("(uint8[:, :, :, ::1], int8[:, :, :, ::1], int32[::1], int64[::1], 
              "intp, intp)")
 
 
-def _conv_in_place(fn, x, zero_point, weight, kernel, stride, padding, dilation, result, work):
+def _conv_in_place(fn, x, zero_point, weight, kernel, stride, padding, dilation, result, work, params=None):
     """``conv``'s sums into ``result`` (N, out_h, out_w, O) by ``ember._qgemm_loops.conv_gemm``, which reads each
-    window from the channels-last padded input itself (no copy of the windows)."""
+    window from the channels-last padded input itself (no copy of the windows); with ``params``, requantized in the
+    tiles (``conv_gemm_requantized``: ``result`` uint8)."""
     n, c, h, w = x.shape
     b, col_sums = weight.packed()
     panels, groups, width = b.shape[:3]
@@ -163,8 +164,9 @@ def _conv_in_place(fn, x, zero_point, weight, kernel, stride, padding, dilation,
     out_h, out_w = result.shape[1:3]
     rows = n * out_h * out_w
     target = result.reshape(rows, o)
-    c_ = target if panels * width == o else np.empty((rows, panels * width), np.int32)
-    args = (xl, b, init, offsets, c_, out_h, out_w, stride[0] * wp * c4, stride[1] * c4)
+    c_ = target if panels * width == o else np.empty((rows, panels * width), result.dtype)
+    args = (xl, b, init, offsets) + (() if params is None else (params,)) + (c_, out_h, out_w, stride[0] * wp * c4,
+                                                                            stride[1] * c4)
 
     def images(lo, hi):  # (padding and padding channels hold the zero point: they meet zero weights)
         xl[lo:hi] = zero_point
@@ -177,6 +179,38 @@ def _conv_in_place(fn, x, zero_point, weight, kernel, stride, padding, dilation,
         images(0, n)
     if c_ is not target:
         target[...] = c_[:, :o]
+
+
+_CONV_REQUANTIZED_SIG = ("(uint8[:, :, :, ::1], int8[:, :, :, ::1], int32[::1], int64[::1], float32[::1], "
+                         "uint8[:, ::1], intp, intp, intp, intp, intp, intp)")
+
+
+def conv_requantized(x, zero_point, weight, kernel, stride, padding, dilation, add, multiplier, out_zero_point, lo,
+                     hi):
+    """``conv``'s sums requantized to uint8 as ``ember._qloops.requantize`` does (``add``, ``multiplier`` float32
+    per output channel), in the product's tiles: (N, O, *out), a view of channels-last memory; None where the sums
+    are not read in place (see ``Int8ConvWeight``) or the loop is not ready."""
+    w = weight.in_place
+    if w is None or w.ints.shape[1] > K_MAX:
+        return None
+    n = x.shape[0]
+    out = [(s + 2 * p - d * (k - 1) - 1) // st + 1 for s, p, d, k, st in zip(x.shape[2:], padding, dilation, kernel,
+                                                                              stride)]
+    o = w.ints.shape[0]
+    work = n * int(np.prod(out)) * o * w.ints.shape[1]
+    if not work or not has_vnni():
+        return None
+    fn = _jit.loop("ember._qgemm_loops", "conv_gemm_requantized", _CONV_REQUANTIZED_SIG, work, minimum=MIN_WORK,
+                   exact=True)
+    if fn is None:
+        return None
+    columns = w.packed()[0].shape[0] * w.packed()[0].shape[2]
+    params = np.zeros(2 * columns + 3, np.float32)
+    params[:o], params[columns:columns + o] = add, multiplier
+    params[2 * columns:] = out_zero_point, lo, hi
+    result = np.empty((n, *out, o), np.uint8)
+    _conv_in_place(fn, x, zero_point, w, kernel, stride, padding, dilation, result, work, params)
+    return np.moveaxis(result, -1, 1)
 
 
 def product(x, zero_point, weight):

@@ -23,11 +23,14 @@ _I64, _I32 = ir.IntType(64), ir.IntType(32)
 _V16 = ir.VectorType(_I32, 16)
 
 
-def _tile(mr, NR, table=False):  # noqa: N803 - (the panel width, as in the module's description)
+def _tile(mr, NR, table=False, requantize=False):  # noqa: N803 - (the panel width, as in the module's description)
     """An intrinsic ``tile(a, lda, b, init, c, ldc, groups)`` on addresses: ``c[r, :NR * 16] = init + sum over groups
     g of a[r, 4g:4g + 4] . b[g, :, :]`` for the ``mr`` rows ``r`` of ``a`` (``lda`` bytes apart), ``c``'s rows ``ldc``
     int32 apart. With ``table``, a further address ``offsets`` (int64, one per group) says where each group's 4 bytes
-    are from the row's start, instead of ``4g``: the rows are a convolution's windows, read in place."""
+    are from the row's start, instead of ``4g``: the rows are a convolution's windows, read in place. With
+    ``requantize``, three more addresses (float32 ``add`` and ``multiplier`` of the panel's columns, then the output
+    zero point, lower and upper bound) make ``c`` uint8 rows (``ldc`` bytes apart) of ``clamp(rint((float32(sum) +
+    add) * multiplier) + zero_point)``, as ``ember._qloops.requantize`` computes them."""
     def _(context, builder, sig, args):
         a, lda, b, init, c, ldc, groups = args[:7]
         const = lambda v: ir.Constant(_I64, v)  # noqa: E731
@@ -73,6 +76,11 @@ def _tile(mr, NR, table=False):  # noqa: N803 - (the panel width, as in the modu
             for j in range(NR):
                 result[r][j].add_incoming(start[j], entry)
                 result[r][j].add_incoming(new[r][j], loop)
+        if requantize:
+            _store_requantized(builder, result, args[8:11], pc, ldc, const)
+            return context.get_dummy_value()
+        for r in range(mr):
+            for j in range(NR):
                 offset = builder.mul(builder.add(builder.mul(ldc, const(r)), const(16 * j)), const(4))
                 builder.store(result[r][j], vector_at(pc, offset), align=4)
         return context.get_dummy_value()
@@ -83,7 +91,42 @@ def _tile(mr, NR, table=False):  # noqa: N803 - (the panel width, as in the modu
     def typer_table(typingctx, a, lda, b, init, c, ldc, groups, offsets):
         return types.void(*[types.intp] * 8), _
 
-    return intrinsic(typer_table if table else typer)
+    def typer_requantize(typingctx, a, lda, b, init, c, ldc, groups, offsets, add, multiplier, bounds):
+        return types.void(*[types.intp] * 11), _
+
+    return intrinsic(typer_requantize if requantize else typer_table if table else typer)
+
+
+_F16 = ir.VectorType(ir.FloatType(), 16)
+_B16 = ir.VectorType(ir.IntType(8), 16)
+
+
+def _store_requantized(builder, sums, params, pc, ldc, const):
+    """Store tile ``sums`` (rows of NR vectors) requantized to uint8 (see ``_tile``)."""
+    f32p = ir.FloatType().as_pointer()
+    add, multiplier, bounds = (builder.bitcast(builder.inttoptr(v, ir.IntType(8).as_pointer()), f32p)
+                               for v in params)
+    declare = lambda name, n: cgutils.get_or_insert_function(  # noqa: E731
+        builder.module, ir.FunctionType(_F16, [_F16] * n), f"llvm.{name}.v16f32")
+    rint, upper, lower = declare("rint", 1), declare("minnum", 2), declare("maxnum", 2)
+
+    def splat(i):
+        v = builder.insert_element(ir.Constant(_F16, ir.Undefined), builder.load(builder.gep(bounds, [const(i)])),
+                                   ir.Constant(_I32, 0))
+        return builder.shuffle_vector(v, ir.Constant(_F16, ir.Undefined), ir.Constant(_V16, None))
+
+    zero_point, lo, hi = splat(0), splat(1), splat(2)
+    columns = [(builder.load(builder.bitcast(builder.gep(add, [const(16 * j)]), _F16.as_pointer()), align=4),
+                builder.load(builder.bitcast(builder.gep(multiplier, [const(16 * j)]), _F16.as_pointer()), align=4))
+               for j in range(len(sums[0]))]
+    for r, row in enumerate(sums):
+        for j, v in enumerate(row):
+            y = builder.fmul(builder.fadd(builder.sitofp(v, _F16), columns[j][0]), columns[j][1])
+            y = builder.fadd(builder.call(rint, [y]), zero_point)
+            y = builder.call(upper, [builder.call(lower, [y, lo]), hi])
+            q = builder.trunc(builder.fptosi(y, _V16), _B16)
+            offset = builder.add(builder.mul(ldc, const(r)), const(16 * j))
+            builder.store(q, builder.bitcast(builder.gep(pc, [offset]), _B16.as_pointer()), align=1)
 
 
 _w1, _w2, _w3, _w4, _w5, _w6 = (_tile(m, NR) for m in range(1, MR + 1))
@@ -181,3 +224,57 @@ def conv_gemm(x, b, init, offsets, c, out_h, out_w, row_step, col_step, n0, n1):
                         _d2(ap, col_step, bp, ip, cp, ldc, groups, table)
                     else:
                         _d1(ap, col_step, bp, ip, cp, ldc, groups, table)
+
+
+_q1, _q2, _q3, _q4, _q5, _q6 = (_tile(m, NR, True, True) for m in range(1, MR + 1))
+_r1, _r2, _r3, _r4, _r5, _r6 = (_tile(m, NARROW, True, True) for m in range(1, MR + 1))
+
+
+@numba.njit(cache=True, nogil=True)
+def conv_gemm_requantized(x, b, init, offsets, params, c, out_h, out_w, row_step, col_step, n0, n1):
+    """``conv_gemm`` with the sums requantized in the tiles: ``c`` uint8 (rows, panels * width); ``params`` float32
+    holds ``add`` and ``multiplier`` per column (panels * width each), then zero point, lower and upper bound."""
+    groups, width, panels = b.shape[1], b.shape[2], b.shape[0]
+    ldc = c.shape[1]
+    image = x.shape[1] * x.shape[2] * x.shape[3]
+    table = offsets.ctypes.data
+    columns = panels * width
+    bounds = params.ctypes.data + 2 * columns * 4
+    for n in range(n0, n1):
+        for y in range(out_h):
+            line = x.ctypes.data + n * image + y * row_step
+            first = (n * out_h + y) * out_w
+            for p in range(panels):
+                bp = b.ctypes.data + p * groups * width * 4
+                ip = init.ctypes.data + p * width * 4
+                ad = params.ctypes.data + p * width * 4
+                mu = params.ctypes.data + (columns + p * width) * 4
+                for j in range(0, out_w, MR):
+                    ap = line + j * col_step
+                    cp = c.ctypes.data + (first + j) * ldc + p * width
+                    rows = min(MR, out_w - j)
+                    if width == NR * 16:
+                        if rows == 6:
+                            _q6(ap, col_step, bp, ip, cp, ldc, groups, table, ad, mu, bounds)
+                        elif rows == 5:
+                            _q5(ap, col_step, bp, ip, cp, ldc, groups, table, ad, mu, bounds)
+                        elif rows == 4:
+                            _q4(ap, col_step, bp, ip, cp, ldc, groups, table, ad, mu, bounds)
+                        elif rows == 3:
+                            _q3(ap, col_step, bp, ip, cp, ldc, groups, table, ad, mu, bounds)
+                        elif rows == 2:
+                            _q2(ap, col_step, bp, ip, cp, ldc, groups, table, ad, mu, bounds)
+                        else:
+                            _q1(ap, col_step, bp, ip, cp, ldc, groups, table, ad, mu, bounds)
+                    elif rows == 6:
+                        _r6(ap, col_step, bp, ip, cp, ldc, groups, table, ad, mu, bounds)
+                    elif rows == 5:
+                        _r5(ap, col_step, bp, ip, cp, ldc, groups, table, ad, mu, bounds)
+                    elif rows == 4:
+                        _r4(ap, col_step, bp, ip, cp, ldc, groups, table, ad, mu, bounds)
+                    elif rows == 3:
+                        _r3(ap, col_step, bp, ip, cp, ldc, groups, table, ad, mu, bounds)
+                    elif rows == 2:
+                        _r2(ap, col_step, bp, ip, cp, ldc, groups, table, ad, mu, bounds)
+                    else:
+                        _r1(ap, col_step, bp, ip, cp, ldc, groups, table, ad, mu, bounds)

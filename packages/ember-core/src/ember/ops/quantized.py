@@ -870,8 +870,10 @@ def linear_relu_dynamic_fp16(X, W_prepack):
     return _linear_dynamic(X, W_prepack, False, True)
 
 
-def _conv_sums(x, packed, name, reflect_padding=None, relu=False):
-    """(the exact sums of quint8 ``x`` (N, C, *L) by the packed (possibly transposed) weight, x's quantizer)."""
+def _conv_sums(x, packed, name, reflect_padding=None, relu=False, output=None):
+    """(the exact sums of quint8 ``x`` (N, C, *L) by the packed (possibly transposed) weight, x's quantizer); given
+    ``output`` (scale, zero point) of an x86 engine, the quint8 output itself instead where the compiled
+    convolution requantizes in its tiles (``ember._qgemm.conv_requantized``)."""
     # (PyTorch's 2-d and 3-d convolutions are the ".new" overloads of its ops)
     q = _input(x, name, name + ("_relu" if relu else "") + (".new" if name in ("conv2d", "conv3d") else ""))
     channels = packed.weight._data.shape[0] if packed.transposed else packed.weight._data.shape[1] * packed._groups
@@ -884,8 +886,21 @@ def _conv_sums(x, packed, name, reflect_padding=None, relu=False):
                                           packed._stride, packed._padding, packed._output_padding, packed._dilation,
                                           packed._groups), q
     padding, mode = (packed._padding, "zeros") if reflect_padding is None else (reflect_padding, "reflect")
-    return _qgemm.conv_sums(x._data.arr, q.zero_point, bound, packed.int_weight, packed.kernel, packed._stride,
-                            padding, packed._dilation, packed._groups, mode), q
+    ints = x._data.arr
+    int8 = packed.int_weight.int8
+    if output is not None and ints.dtype == np.uint8 and getattr(int8, "in_place", None) is not None:
+        if mode != "zeros":
+            ints, padding = _qgemm.pad(ints, padding, mode), (0,) * len(padding)
+        ats = _f32(q.scale) * packed.scales.astype(_f32)
+        add = np.zeros(len(ats), _f32) if packed.bias is None else (packed.bias._data.astype(_f32) / ats).astype(_f32)
+        scale, zero_point = output
+        r = _qgemm.conv_requantized(ints, q.zero_point, int8, packed.kernel, packed._stride, padding,
+                                    packed._dilation, add, (ats / _f32(scale)).astype(_f32), zero_point,
+                                    zero_point if relu else 0, 255)
+        if r is not None:
+            return r, q
+    return _qgemm.conv_sums(ints, q.zero_point, bound, packed.int_weight, packed.kernel, packed._stride, padding,
+                            packed._dilation, packed._groups, mode), q
 
 
 def _conv(x, packed, scale, zero_point, relu=False, reflect_padding=None):
@@ -900,9 +915,11 @@ def _conv(x, packed, scale, zero_point, relu=False, reflect_padding=None):
     if dims != n:
         raise RuntimeError(f"quantized::{name}: expected a {n + 2}-d input (batch, channels and {n} spatial dims), "
                            f"got {x._data.ndim}-d")
-    acc, q = _conv_sums(x, packed, name, reflect_padding, relu)
-    out = _requantize(acc, q.scale, packed.scales, packed.bias, scale, zero_point, Q.quint8, relu, 1)
-    return _out(out, Q.quint8, scale, zero_point)
+    output = None if packed.transposed or _engine() == "qnnpack" else (scale, zero_point)
+    acc, q = _conv_sums(x, packed, name, reflect_padding, relu, output)
+    if acc.dtype != np.uint8:  # (sums: requantized here)
+        acc = _requantize(acc, q.scale, packed.scales, packed.bias, scale, zero_point, Q.quint8, relu, 1)
+    return _out(acc, Q.quint8, scale, zero_point)
 
 
 def _new_view(x, arr):
