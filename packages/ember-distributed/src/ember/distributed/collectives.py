@@ -15,6 +15,7 @@ import numpy as np
 
 import ember
 
+from ._profiling import observed
 from ._reduce_op import ReduceOp, _make_nccl_premul_sum, op_type, reduce_op, supports_complex  # noqa: F401
 from ._work import Work  # noqa: F401
 
@@ -88,7 +89,7 @@ def _group_rank(pg, global_rank, group_rank, default=None):
 def _backend(pg, tensor):
     """The backend of ``pg`` serving ``tensor``'s device type (a group may have one per device type, e.g.
     "cpu:gloo,cuda:nccl"); the group's default one when there is no tensor."""
-    return pg.backend if tensor is None else pg._get_backend(tensor.device)
+    return observed(pg.backend if tensor is None else pg._get_backend(tensor.device))
 
 
 def _finish(work, async_op):
@@ -346,7 +347,7 @@ def barrier(group=None, async_op=False, device_ids=None, timeout=None):
     pg = _member_group(group, "barrier")
     if pg is None:
         return None
-    return _finish(pg.backend.barrier(async_op), async_op)
+    return _finish(_backend(pg, None).barrier(async_op), async_op)
 
 
 def monitored_barrier(group=None, timeout=None, wait_all_ranks=False):
@@ -357,9 +358,9 @@ def monitored_barrier(group=None, timeout=None, wait_all_ranks=False):
     if pg is None:
         return None
     try:  # the group's CPU backend (gloo's), as torch's
-        backend = pg._get_backend("cpu")
+        backend = observed(pg._get_backend("cpu"))
     except RuntimeError:
-        backend = pg.backend
+        backend = observed(pg.backend)
     if not hasattr(backend, "monitored_barrier"):
         raise ValueError("monitored_barrier is only implemented for GLOO backend.")
     if isinstance(timeout, float):
