@@ -28,7 +28,7 @@ from ember.distributed._errors import DistBackendError
 from ember.distributed._transport import SLOT, SLOTS, Message, PeerError, Transport
 from ember.futures import Future
 
-from . import _rref
+from . import _devmap, _rref
 
 TAG = "rpc"
 PART_TAG = "rpc-part"
@@ -109,8 +109,9 @@ def _nbytes(frame):
     return frame.nbytes if hasattr(frame, "nbytes") else len(frame)
 
 
-def _dumps(obj):
-    """Frames of ``obj``: its pickle, then its large buffers (out of band: never copied into the pickle)."""
+def _dumps(obj, mapping=None):
+    """Frames of ``obj``: its pickle, then its large buffers (out of band: never copied into the pickle).
+    ``mapping``: (device map, destination name, whether a response), to move CUDA tensors (see ``_devmap``)."""
     buffers = []
 
     def out_of_band(b):
@@ -119,6 +120,8 @@ def _dumps(obj):
             return True
         buffers.append(raw)
         return False
+    if mapping is not None and _devmap.needed(mapping[0]):
+        return [_devmap.dumps(obj, out_of_band, *mapping), *buffers]
     return [pickle.dumps(obj, protocol=5, buffer_callback=out_of_band), *buffers]
 
 
@@ -151,6 +154,11 @@ class Agent:
             self.transport.close("duplicate worker names")
             raise RuntimeError(f"RPC worker names must be unique: {dup} used by more than one worker")
         self.info = self.workers[rank]
+        try:
+            self._init_device_maps(store, options)
+        except ValueError:
+            self.transport.close("invalid device maps")
+            raise
         self._ids = itertools.count(1)
         self._part_locks = collections.defaultdict(threading.Lock)
         self._pending = {}
@@ -163,6 +171,26 @@ class Agent:
         self.owner_table = _rref.OwnerTable(self)
         self.closed = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True, name=f"ember-rpc-dispatch-{name}")
+
+    def _init_device_maps(self, store, options):
+        """Publish this worker's devices and maps, check everyone's (as PyTorch's init_rpc), and keep the maps of
+        requests to each worker and the inverse maps of responses to each caller (by rank)."""
+        import ember
+
+        mine = (ember.cuda.device_count(), {k: {str(a): str(b) for a, b in m.items()} for k, m in
+                                            options.device_maps.items()}, [str(d) for d in options.devices])
+        store.set(f"devices/{self.rank}", pickle.dumps(mine))
+        names = [w.name for w in self.workers]
+        got = {w.name: pickle.loads(store.get(f"devices/{w.id}")) if w.id != self.rank else mine for w in self.workers}
+        dev = _devmap._device
+        counts = {n: g[0] for n, g in got.items()}
+        maps = {n: {k: {dev(a): dev(b) for a, b in m.items()} for k, m in g[1].items()} for n, g in got.items()}
+        devices = {n: [dev(d) for d in g[2]] for n, g in got.items()}
+        _devmap.check_all(names, counts, maps, devices)
+        back = _devmap.reverse_maps(self.info.name, maps)
+        self.devices = _devmap.device_list(devices[self.info.name], maps[self.info.name], back)
+        self._request_maps = [(maps[self.info.name].get(w.name), w.name, False) for w in self.workers]
+        self._response_maps = [(back.get(w.name), w.name, True) for w in self.workers]
 
     def start(self):
         """Start serving (once the agent is the process's current one: requests may use the RPC API)."""
@@ -203,7 +231,10 @@ class Agent:
         return p.value
 
     def _request(self, dst, kind, payload, timeout, meta, fut, lock, after=None):
-        frames = _dumps_to(payload, dst)  # an unpicklable request raises here, in the caller
+        try:  # an unpicklable request raises here, in the caller
+            frames = _dumps_to(payload, dst, self._request_maps[dst])
+        except _devmap.DeviceMapError as e:
+            raise RuntimeError(str(e)) from None
         timeout = self.rpc_timeout if timeout is None or timeout < 0 else timeout
         p = _Pending(fut, lock, dst, time.monotonic() + timeout if timeout > 0 else None, int(timeout * 1000))
         with self._lock:
@@ -425,7 +456,10 @@ class Agent:
         else:
             kind, payload = _OK, value
         try:
-            frames = _dumps_to(payload, src)
+            frames = _dumps_to(payload, src, self._response_maps[src])
+        except _devmap.DeviceMapError as e:  # PyTorch's error for a tensor on a device without a map
+            kind, meta = _ERR, None
+            frames = _dumps(RemoteError(RuntimeError, str(e)))
         except Exception as e:  # noqa: BLE001 - told to the caller instead
             kind, meta = _ERR, None
             frames = _dumps(RemoteError(RuntimeError, f"On {self.info}:\ncould not pickle the result: "
@@ -536,11 +570,11 @@ def _is_async(fn):
     return getattr(fn, "_wrapped_async_rpc_function", None) is not None
 
 
-def _dumps_to(obj, dst):
-    """Pickle for worker ``dst`` (RRefs pickled into the message fork for it)."""
+def _dumps_to(obj, dst, mapping):
+    """Pickle for worker ``dst`` (RRefs pickled into the message fork for it; tensors move by ``mapping``)."""
     _rref.SER.dst = dst
     try:
-        return _dumps(obj)
+        return _dumps(obj, mapping)
     finally:
         _rref.SER.dst = None
 
