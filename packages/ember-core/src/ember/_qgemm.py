@@ -47,11 +47,12 @@ def has_vnni():
 class Int8Weight:
     """A qint8 weight's integers ``ints`` (N, K) and zero points (N,) (int64), packed for the loop on first need."""
 
-    __slots__ = ("ints", "zero_points", "_packed")
+    __slots__ = ("ints", "zero_points", "symmetric", "_packed")
 
     def __init__(self, ints, zero_points):
         self.ints = np.ascontiguousarray(ints, np.int8).reshape(ints.shape[0], -1)
         self.zero_points = np.broadcast_to(np.asarray(zero_points, np.int64), (self.ints.shape[0],))
+        self.symmetric = not self.zero_points.any()
         self._packed = None
 
     def packed(self):
@@ -248,7 +249,7 @@ def _multiply(fn, x, zero_point, weight, out, split):
     else:
         _parallel.halves(lambda lo, hi: fn(a, b, init, c, 0, m, lo, hi), panels)
     r = c[:, :n] if panels * width != n else c
-    if zb.any():
+    if not weight.symmetric:
         r -= a.sum(axis=1, dtype=np.int32)[:, None] * zb.astype(np.int32)
     if out is not None and not direct:
         out[...] = r

@@ -418,9 +418,14 @@ def _upsample(input, *args, **kwargs):
 
 
 # ---- linear layers and convolutions: packed weights, exact integer sums, requantization per engine ------------
+_backends = []
+
+
 def _engine():
-    from ..backends import quantized
-    return quantized.engine
+    if not _backends:  # (imported on first use: ember.backends imports this module's package)
+        from ..backends import quantized
+        _backends.append(quantized)
+    return _backends[0].engine
 
 
 def _no_kernel(op):
