@@ -25,6 +25,8 @@ def _ready():
         ember.quantize_per_tensor(_inputs(ember), 0.02, 128, ember.quint8).dequantize()
         x, packed = _linear_inputs(ember)
         ember.ops.quantized.linear(x, packed, 0.05, 64)
+        x, packed = _conv_inputs(ember)
+        ember.ops.quantized.conv2d(x, packed, 0.05, 64)
     _jit.wait()
     return ember, torch
 
