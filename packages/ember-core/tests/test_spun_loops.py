@@ -18,6 +18,14 @@ needs_helpers = pytest.mark.skipif(P.WORKERS < 2 or not P.SPINS, reason="one cor
 N = 3 * P.SPIN_CHUNK + 1234  # (parts of unequal length: the last one short)
 
 
+@pytest.fixture(autouse=True)
+def _no_back_off(monkeypatch):
+    """Runs split whatever the load of the machine (a helper preempted by another process would make ``spun`` back
+    off for a while)."""
+    monkeypatch.setattr(P, "LATE_TICKS", 1 << 62)
+    monkeypatch.setattr(P, "_BACKOFF", [0])
+
+
 def _data(n=N, dtype=np.float32, seed=0, positive=False):
     x = np.random.default_rng(seed).standard_normal(n) * 3
     x[::997], x[1::997], x[2::997], x[3::997] = np.inf, -np.inf, np.nan, 0.0
@@ -141,6 +149,22 @@ def test_helpers_sleep_wake_and_yield(monkeypatch):
     with P._BUSY[0]:  # (a split in progress elsewhere)
         assert not P.spun(None, None)
         _same(_loops.power(x, "cube"), want)
+
+
+@needs_helpers
+def test_late_helpers_back_off(monkeypatch):
+    """A run that waited too long for a helper's last part makes the next BACKOFF_RUNS runs compute alone (same
+    values)."""
+    x = _data(positive=True)
+    with _jit.forced():
+        want = _loops.power(x, "cube")
+        monkeypatch.setattr(P, "LATE_TICKS", -1)
+        monkeypatch.setattr(P, "_BACKOFF", [0])
+        calls = _spun_calls(monkeypatch)
+        _same(_loops.power(x, "cube"), want)
+        assert P._BACKOFF[0] == P.BACKOFF_RUNS
+        _same(_loops.power(x, "cube"), want)
+        assert P._BACKOFF[0] == P.BACKOFF_RUNS - 1 and len(calls) == 2
 
 
 @needs_helpers

@@ -255,31 +255,34 @@ def _run(ctl, fn, block, size, chunk):
     _store(base + STATE, state + 3)  # open
     _claim(fn, block.ctypes.data, parts, chunk, size, base)
     _store(base + STATE, state + 2)  # closed: no helper joins any more; those inside end their parts
+    start = _ticks()
     while _load(base + INSIDE):
         _pause()
-    return block[0]  # (the block lives until here)
+    block[0] = 0  # (the block lives until here)
+    return _ticks() - start
 
 
 @numba.njit(nogil=True, cache=True)
 def run(ctl, fn, block, size, chunk):
     """``fn``'s parts of ``chunk`` elements (or rows) over ``size``, claimed in order by the calling thread and the
-    helpers spinning in ``serve``; ``block`` (int64) the parts' entries. Returns once every part is done. One caller
-    at a time. (``run1``/``run2``, and ``*s`` with two scalars: elementwise loops' runs, the block filled here.)"""
-    _run(ctl, fn, block, size, chunk)
+    helpers spinning in ``serve``; ``block`` (int64) the parts' entries. Returns once every part is done, with the
+    ticks it waited at the end for the helpers' last parts. One caller at a time. (``run1``/``run2``, and ``*s`` with
+    two scalars: elementwise loops' runs, the block filled here.)"""
+    return _run(ctl, fn, block, size, chunk)
 
 
 @numba.njit(nogil=True, cache=True)
 def run1(ctl, fn, a, out, chunk):
     block = np.empty(2, np.int64)
     block[0], block[1] = a.ctypes.data, out.ctypes.data
-    _run(ctl, fn, block, out.size, chunk)
+    return _run(ctl, fn, block, out.size, chunk)
 
 
 @numba.njit(nogil=True, cache=True)
 def run2(ctl, fn, a, b, out, chunk):
     block = np.empty(3, np.int64)
     block[0], block[1], block[2] = a.ctypes.data, b.ctypes.data, out.ctypes.data
-    _run(ctl, fn, block, out.size, chunk)
+    return _run(ctl, fn, block, out.size, chunk)
 
 
 @numba.njit(nogil=True, cache=True)
@@ -287,7 +290,7 @@ def run1s(ctl, fn, a, out, s0, s1, chunk):
     block = np.empty(4, np.int64)
     block[0], block[1] = a.ctypes.data, out.ctypes.data
     block[2], block[3] = _bits64(np.float64(s0)), _bits64(np.float64(s1))
-    _run(ctl, fn, block, out.size, chunk)
+    return _run(ctl, fn, block, out.size, chunk)
 
 
 @numba.njit(nogil=True, cache=True)
@@ -295,7 +298,7 @@ def run2s(ctl, fn, a, b, out, s0, s1, chunk):
     block = np.empty(5, np.int64)
     block[0], block[1], block[2] = a.ctypes.data, b.ctypes.data, out.ctypes.data
     block[3], block[4] = _bits64(np.float64(s0)), _bits64(np.float64(s1))
-    _run(ctl, fn, block, out.size, chunk)
+    return _run(ctl, fn, block, out.size, chunk)
 
 
 @_inline
