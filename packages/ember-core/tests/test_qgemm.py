@@ -130,3 +130,31 @@ def test_dequantize_loop(dtype, zero_point, monkeypatch):
     np.testing.assert_array_equal(compiled, plain)
     t = torch.quantize_per_tensor(torch.tensor(x), 0.037, zero_point, getattr(torch, dtype)).dequantize().numpy()
     np.testing.assert_array_equal(compiled, t)
+
+
+def test_more_ops_match_torch():
+    """conv3d, conv_transpose2d (fbgemm: PyTorch's x86 path reorders non-square transposed weights on VNNI CPUs) and
+    the float16 dynamic linear layer, against PyTorch."""
+    torch = pytest.importorskip("torch")
+    r = np.random.default_rng(11)
+    x3, w3 = r.standard_normal((2, 4, 5, 6, 7)).astype(np.float32), r.standard_normal((6, 4, 2, 3, 2)) * 0.1
+    xt, wt = r.standard_normal((2, 4, 5, 6)).astype(np.float32), r.standard_normal((4, 4, 3, 3)) * 0.1
+    xl, wl = r.standard_normal((3, 9)).astype(np.float32), r.standard_normal((5, 9)).astype(np.float32)
+    bias = r.standard_normal(6).astype(np.float32)
+    out = {}
+    for m in (ember, torch):
+        saved, m.backends.quantized.engine = m.backends.quantized.engine, "fbgemm"
+        try:
+            Qm, q = m.ops.quantized, lambda a, s, z, d: m.quantize_per_tensor(m.tensor(a), s, z, d)
+            p3 = Qm.conv3d_prepack(q(w3.astype(np.float32), 0.01, 0, m.qint8), m.tensor(bias), [1, 2, 1], [1, 0, 1],
+                                   [1, 1, 2], 1)
+            pt = Qm.conv_transpose2d_prepack(q(wt.astype(np.float32), 0.01, 0, m.qint8), m.tensor(bias[:4]), [2, 1],
+                                             [1, 0], [1, 0], [1, 1], 1)
+            p16 = Qm.linear_prepack_fp16(m.tensor(wl), m.tensor(bias[:5]))
+            out[m.__name__] = [Qm.conv3d(q(x3, 0.05, 120, m.quint8), p3, 0.1, 60).int_repr().numpy(),
+                               Qm.conv_transpose2d(q(xt, 0.05, 120, m.quint8), pt, 0.1, 60).int_repr().numpy(),
+                               Qm.linear_dynamic_fp16(m.tensor(xl), p16).numpy()]
+        finally:
+            m.backends.quantized.engine = saved
+    for e, t in zip(out["ember"], out["torch"]):
+        np.testing.assert_array_equal(e, t)
