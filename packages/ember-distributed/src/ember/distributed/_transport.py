@@ -373,8 +373,6 @@ class Transport:
                 except zmq.Again:
                     break
                 self._deliver(parts)
-                if not router.get(zmq.EVENTS) & zmq.POLLIN:  # (cheaper than the exception of an empty read)
-                    break
         for mon, p in self._monitors.items():
             if mon in events:
                 while True:
