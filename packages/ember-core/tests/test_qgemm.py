@@ -145,7 +145,7 @@ def test_more_ops_match_torch():
     for m in (ember, torch):
         saved, m.backends.quantized.engine = m.backends.quantized.engine, "fbgemm"
         try:
-            Qm, q = m.ops.quantized, lambda a, s, z, d: m.quantize_per_tensor(m.tensor(a), s, z, d)
+            Qm, q = m.ops.quantized, lambda a, s, z, d, m=m: m.quantize_per_tensor(m.tensor(a), s, z, d)
             p3 = Qm.conv3d_prepack(q(w3.astype(np.float32), 0.01, 0, m.qint8), m.tensor(bias), [1, 2, 1], [1, 0, 1],
                                    [1, 1, 2], 1)
             pt = Qm.conv_transpose2d_prepack(q(wt.astype(np.float32), 0.01, 0, m.qint8), m.tensor(bias[:4]), [2, 1],
