@@ -160,11 +160,13 @@ def test_late_helpers_back_off(monkeypatch):
         want = _loops.power(x, "cube")
         monkeypatch.setattr(P, "LATE_TICKS", -1)
         monkeypatch.setattr(P, "_BACKOFF", [0])
-        calls = _spun_calls(monkeypatch)
-        _same(_loops.power(x, "cube"), want)
+        for _ in range(20):  # (a run that had to wake its helper does not count its lateness)
+            _same(_loops.power(x, "cube"), want)
+            if P._BACKOFF[0]:
+                break
         assert P._BACKOFF[0] == P.BACKOFF_RUNS
         _same(_loops.power(x, "cube"), want)
-        assert P._BACKOFF[0] == P.BACKOFF_RUNS - 1 and len(calls) == 2
+        assert P._BACKOFF[0] == P.BACKOFF_RUNS - 1 and not P.spun(None, None)
 
 
 @needs_helpers

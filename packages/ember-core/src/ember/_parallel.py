@@ -298,11 +298,13 @@ def spun(parts, run, *args):
     try:
         ctl, helpers = _spinners(parts)
         ctl[_QUIT] = 0
+        woken = False
         for wake, asleep, _ in helpers:
             if asleep[0]:  # (it joins this run if it wakes in time, and spins for the next)
                 asleep[0] = False
                 wake.release()
-        if run(ctl, *args) > LATE_TICKS:
+                woken = True
+        if run(ctl, *args) > LATE_TICKS and not woken:  # (a woken helper starts late anyway)
             _BACKOFF[0] = BACKOFF_RUNS
     finally:
         _BUSY[0].release()
