@@ -9,6 +9,9 @@ multiples of ``_ALIGN`` elements, so NumPy's SIMD loops meet every element as in
 the values are bit for bit those of one call. (Reductions must not split like this: the order of float additions
 would change.) Helpers run in a copy of the caller's context, so NumPy's errstate (a context variable) holds there
 too, and their errors raise in the caller. Idle helpers block: they burn no CPU.
+
+ember's compiled loops split another way (``spun``): their parts are C functions that other threads run without the
+GIL, so helpers that spin for a while after a run take the next one within a microsecond.
 """
 import contextlib
 import contextvars
@@ -278,8 +281,8 @@ SPINS = platform.machine().lower() in ("x86_64", "amd64") and len(
     os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else range(os.cpu_count() or 1)) > 1
 SPIN_CHUNK = 1 << 16  # elements of a part (its arrays fit in L2 alongside another's)
 # A run whose caller waited longer than this (ticks, some 50 us) for a helper's last part met a helper that lost its
-# CPU to another process: the next BACKOFF_RUNS runs compute on the calling thread (on a machine busy with other work,
-# a helper preempted within its part made runs slower than one thread; rows of 393K float32 median 59 -> 50 us)
+# CPU to another process within its part (the caller then waits for the rest of a scheduler slice): the next
+# BACKOFF_RUNS runs compute on the calling thread
 LATE_TICKS = 1 << 17
 BACKOFF_RUNS = 64
 _BACKOFF = [0]
