@@ -10,7 +10,8 @@ never loads it. Elementwise loops give the same bits on both engines, so any inp
 (results do not depend on it; one exception: the float32 tanh GELU's exp, computed in float64 with FMAs that NumPy
 rounds twice, might move a result lying within 1e-16 of a float32 rounding boundary). Row loops may differ in the
 last bits (the order of their sums), so they follow ``_jit``'s rule: below the floor never, and under deterministic
-algorithms compiled on the call.
+algorithms compiled on the call. From ``_parallel.SPIN_MIN`` elements, a loop runs by its C-callable parts (compiled
+after it in the background) on ``_parallel``'s spinning helpers, each part computing what one call would.
 """
 import math
 
@@ -49,12 +50,6 @@ def _signature(args):
                  (a.dtype.name if isinstance(a, np.generic) else "float64") for a in args]
         s = _SIGNATURES[key] = f"({', '.join(types)})"
     return s
-
-
-def _loop(name, args, size, minimum, exact):
-    """numba's loop ``name`` for ``args`` when ``_jit`` hands it out (``exact``: whatever the size, once compiled),
-    else None."""
-    return _jit.loop(_KERNELS, name, _signature(args), size, minimum, exact=exact)
 
 
 def _quiet(f):
@@ -233,13 +228,15 @@ def rows(name, x, *more, out, scalars=(), halves=None):
                     for s in scalars)  # (float64 for NumPy's engine too)
     extras = (halves(0), halves(1)) if halves else ((), ())
     args = (x, *more, *scalars, out, *extras[0])
-    f = _loop(name, args, x.size, LOOP_MIN, False)
-    # the parts' block (see ember._numba_kernels._rows_part); with accumulators, the parts are the two halves
-    entries = [n, x.shape[1], n // 2, *[e for a in (*args, *extras[1]) for e in (
-        (a, a.size) if type(a) is np.ndarray and a.ndim == 1 else (a,))]]
-    if n > 1 and _spun(name + _signature(args), None, None, x.size, (entries, 2 if halves else n, 1 if halves else
-                                                                     max(1, _parallel.SPIN_CHUNK // x.shape[1]))):
-        return out
+    signature = _signature(args)
+    f = _jit.loop(_KERNELS, name, signature, x.size, LOOP_MIN)
+    if n > 1 and x.size >= _parallel.SPIN_MIN:
+        # the parts' block (see ember._numba_kernels._rows_part); with accumulators, the parts are the two halves
+        entries = [n, x.shape[1], n // 2, *[e for a in (*args, *extras[1]) for e in (
+            (a, a.size) if type(a) is np.ndarray and a.ndim == 1 else (a,))]]
+        if _spun(name + signature, None, None, x.size, (entries, 2 if halves else n, 1 if halves else
+                                                        max(1, _parallel.SPIN_CHUNK // x.shape[1]))):
+            return out
     step = n or 1  # rows at a time: all of a part for a compiled loop, cache-sized blocks for NumPy's engine
     if f is None:
         f, step = _quiet(getattr(_formulas, name)), max(1, BLOCK // max(1, x.shape[1]))
