@@ -117,19 +117,23 @@ def test_ops_agree_on_both_paths(monkeypatch):
 
 
 @pytest.mark.parametrize("dtype, zero_point", [("quint8", 131), ("qint8", -7)])
-def test_dequantize_loop(dtype, zero_point, monkeypatch):
-    """The compiled dequantizing loop gives the NumPy path's values (and PyTorch's)."""
+@pytest.mark.parametrize("n", [15000, 300001])
+def test_quantize_and_dequantize_loops(dtype, zero_point, n, monkeypatch):
+    """The compiled (de)quantizing loops (from 128K elements in parts over ember._parallel's spinning helpers) give
+    the NumPy path's values, and PyTorch's."""
     torch = pytest.importorskip("torch")
-    x = np.random.default_rng(5).standard_normal((3, 5000)).astype(np.float32) * 4
-    q = ember.quantize_per_tensor(ember.tensor(x), 0.037, zero_point, getattr(ember, dtype))
+    x = np.random.default_rng(5).standard_normal(n).astype(np.float32) * 4
     with monkeypatch.context() as m:
         m.setattr(_jit, "loop", lambda *args, **kwargs: None)
-        plain = q.dequantize().numpy()
+        q = ember.quantize_per_tensor(ember.tensor(x), 0.037, zero_point, getattr(ember, dtype))
+        plain = q.int_repr().numpy(), q.dequantize().numpy()
     with _jit.forced():
-        compiled = q.dequantize().numpy()
-    np.testing.assert_array_equal(compiled, plain)
-    t = torch.quantize_per_tensor(torch.tensor(x), 0.037, zero_point, getattr(torch, dtype)).dequantize().numpy()
-    np.testing.assert_array_equal(compiled, t)
+        q = ember.quantize_per_tensor(ember.tensor(x), 0.037, zero_point, getattr(ember, dtype))
+        compiled = q.int_repr().numpy(), q.dequantize().numpy()
+    qt = torch.quantize_per_tensor(torch.tensor(x), 0.037, zero_point, getattr(torch, dtype))
+    for a, b, t in zip(compiled, plain, (qt.int_repr().numpy(), qt.dequantize().numpy())):
+        np.testing.assert_array_equal(a, b)
+        np.testing.assert_array_equal(a, t)
 
 
 def test_more_ops_match_torch():

@@ -282,7 +282,8 @@ def quantize_fused(x, scale, zero_point, dtype):
         fn = _jit.loop("ember._qloops", "quantize_fused", _SIG[dtype.np], x.size)
         if fn is not None:
             _split(fn, np.ascontiguousarray(x).reshape(-1), (inv, _f32(zero_point), _f32(dtype.qmin),
-                                                             _f32(dtype.qmax)), out.reshape(-1))
+                                                             _f32(dtype.qmax)), out.reshape(-1),
+                   f"quantize_fused {dtype.np.name}")
             return out
     v = np.multiply(x, np.float64(inv), dtype=np.float64, out=np.empty(x.shape, np.float64))
     v += zero_point
@@ -302,8 +303,19 @@ _DEQUANTIZE_SIG = {np.dtype(t): f"({t}[::1], float32, float32, float32[::1])" fo
 _SPLIT_MIN = 1 << 21
 
 
-def _split(fn, x, args, out):
-    """``fn(x, *args, out)`` for an elementwise loop over flat arrays, over the cores from ``_SPLIT_MIN`` elements."""
+def _split(fn, x, args, out, key):
+    """``fn(x, *args, out)`` for an elementwise loop over flat arrays (``key`` its parts' in ``ember._qloops.parts``):
+    by its C-callable parts over ``ember._parallel``'s spinning helpers from SPIN_MIN elements once they are
+    compiled, else over the cores from ``_SPLIT_MIN`` elements."""
+    if x.size >= _parallel.SPIN_MIN and _parallel.SPINS and _parallel.WORKERS > 1:
+        parts = _jit.loop("ember._qloops", "parts", key, x.size, _parallel.SPIN_MIN, exact=True)
+        if parts is not None:
+            from . import _numba_kernels  # (loaded by then: the parts use its run and serve)
+            block = np.array([x.ctypes.data, out.ctypes.data] + [np.float64(v).view(np.int64) for v in args],
+                             np.int64)
+            if _parallel.spun(_numba_kernels.parts, _numba_kernels.parts.run, parts.address[key], block, x.size,
+                              _parallel.SPIN_CHUNK):
+                return
     if x.size < _SPLIT_MIN:
         fn(x, *args, out)
     else:
@@ -344,7 +356,7 @@ compiled loop of the same operations)."""
             if fn is not None:
                 out = np.empty(arr.shape, _f32)
                 _split(fn, np.ascontiguousarray(arr).reshape(-1), (_f32(q.zero_point), _f32(q.scale)),
-                       out.reshape(-1))
+                       out.reshape(-1), f"dequantize {arr.dtype.name}")
                 return out
         r = arr.astype(_f32)
         r -= _f32(q.zero_point)
