@@ -28,6 +28,7 @@ from . import _settings
 JIT_MIN = 1 << 13  # elements: the default floor, below which the JIT-free path is fast enough
 
 _ready = {}  # (module, name, signature) -> the numba dispatcher, compiled for that signature in this process
+_cpu = {}  # features -> whether the host CPU has them all
 _failed = set()  # keys whose compilation raised: their callers keep the JIT-free path
 _queue = []
 _state = {"worker": None, "busy": None, "broken": False, "forced": False}
@@ -38,6 +39,20 @@ def wanted(size, minimum=None):
     """Whether an input of ``size`` elements may take a loop: from ``minimum`` elements on (default JIT_MIN).
     (Callers ask before they describe the loop they want.)"""
     return size >= (JIT_MIN if minimum is None else minimum) or _state["forced"]
+
+
+def cpu_has(*features):
+    """Whether the host CPU has every one of ``features`` (LLVM's names, e.g. "avx512f"), as numba's LLVM sees it
+    (False when llvmlite cannot tell: the loops that need them then never run). Imports llvmlite: call it only on
+    the way to a compiled loop."""
+    if features not in _cpu:
+        try:
+            from llvmlite import binding
+            host = binding.get_host_cpu_features()
+            _cpu[features] = all(host.get(f, False) for f in features)
+        except Exception:  # noqa: BLE001 - no llvmlite, or it cannot tell
+            _cpu[features] = False
+    return _cpu[features]
 
 
 def loop(module, name, signature, size, minimum=None, exact=False):

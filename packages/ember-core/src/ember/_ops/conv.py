@@ -19,7 +19,7 @@ import math
 
 import numpy as np
 
-from .. import _backend, _channels_last, _kernels, _memory_format, _winograd
+from .. import _backend, _channels_last, _fconv, _kernels, _memory_format, _winograd
 from .._registry import REGISTRY, op
 from .._tensor import Tensor
 from .activation import bound, grads, tname, up
@@ -276,6 +276,10 @@ def _conv(xp, x, w, b, stride, pads, dilation, groups):
     if winograd:
         r = _winograd.conv(x, w, b, pads)
         if r is not None:  # (else the result is not finite: the direct sums leave NaN and infinity where they were)
+            return r
+    if _fconv.usable(xp, x, w, groups):  # (None until its loop is compiled, or when the work is small)
+        r = _fconv.conv(x, w, b, stride, pads, dilation)
+        if r is not None:
             return r
     if channels_last:
         return _channels_last.conv(x, w, b, stride, pads, dilation)
