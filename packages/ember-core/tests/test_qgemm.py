@@ -16,6 +16,7 @@ def _reference(a, za, w, zb):
 
 @vnni
 @pytest.mark.parametrize("m, k, n", [(1, 1, 1), (7, 13, 70), (6, 4, 64), (13, 5, 65), (300, 37, 130), (2, 1024, 257),
+                                     (3, 4096, 2050),
                                      (256, 1024, 1024)])
 @pytest.mark.parametrize("zero_points", ["none", "per_row"])
 def test_product_is_exact(m, k, n, zero_points):

@@ -214,6 +214,25 @@ def conv_requantized(x, zero_point, weight, kernel, stride, padding, dilation, a
     return np.moveaxis(result, -1, 1)
 
 
+def _spun(a, b, init, c, m, panels):
+    """Whether ``gemm`` ran over ``ember._parallel``'s spinning helpers (its C-callable parts, once compiled: tiles
+    of rows, or panels for a product of few rows), in parts of about an eighth of the work."""
+    if not (_parallel.SPINS and _parallel.WORKERS > 1):
+        return False
+    from ._qgemm_loops import MR
+    by_rows = m > 2 * MR
+    key = "rows" if by_rows else "panels"
+    parts = _jit.loop("ember._qgemm_loops", "parts", key, 1, 0, exact=True)
+    if parts is None:
+        return False
+    from . import _numba_kernels  # (loaded by then: the parts use its run and serve)
+    size = -(-m // MR) if by_rows else panels
+    block = np.array([a.ctypes.data, m, a.shape[1], b.ctypes.data, *b.shape[:3], init.ctypes.data, c.ctypes.data,
+                      c.shape[1]], np.int64)
+    return _parallel.spun(_numba_kernels.parts, _numba_kernels.parts.run, parts.address[key], block, size,
+                          max(1, size // 8))
+
+
 def product(x, zero_point, weight):
     """The exact int32 sums ``(x - zero_point) @ (w - w_zero_points).T`` of uint8 ``x`` (M, K) by ``weight`` (an
     ``Int8Weight``), or None when the compiled loop cannot serve (no VNNI, K too long, too little work, not yet
@@ -244,10 +263,11 @@ def _multiply(fn, x, zero_point, weight, out, split):
     c = out if direct else np.empty((m, panels * width), np.int32)
     if not split or m * n * k < SPLIT_WORK:
         fn(a, b, init, c, 0, m, 0, panels)
-    elif m > MR:  # rows over the threads, in whole tiles
-        _parallel.halves(lambda lo, hi: fn(a, b, init, c, lo * MR, min(hi * MR, m), 0, panels), -(-m // MR))
-    else:
-        _parallel.halves(lambda lo, hi: fn(a, b, init, c, 0, m, lo, hi), panels)
+    elif not _spun(a, b, init, c, m, panels):
+        if m > MR:  # rows over the threads, in whole tiles
+            _parallel.halves(lambda lo, hi: fn(a, b, init, c, lo * MR, min(hi * MR, m), 0, panels), -(-m // MR))
+        else:
+            _parallel.halves(lambda lo, hi: fn(a, b, init, c, 0, m, lo, hi), panels)
     r = c[:, :n] if panels * width != n else c
     if not weight.symmetric:
         r -= a.sum(axis=1, dtype=np.int32)[:, None] * zb.astype(np.int32)

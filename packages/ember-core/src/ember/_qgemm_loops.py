@@ -14,6 +14,9 @@ from llvmlite import ir
 from numba.core import cgutils, types
 from numba.core.extending import intrinsic
 
+from ._numba_kernels import _load, _pointer_to
+from ._numba_kernels import parts as _spinning
+
 MR = 6  # rows per tile
 # zmm registers of 16 int32 columns per tile: 6 x 4 accumulators, 4 weight vectors and a broadcast use 29 of 32; a
 # weight of 32 outputs or fewer packs in panels of 2 (half of a 4-wide panel would be padding)
@@ -278,3 +281,49 @@ def conv_gemm_requantized(x, b, init, offsets, params, c, out_h, out_w, row_step
                         _r2(ap, col_step, bp, ip, cp, ldc, groups, table, ad, mu, bounds)
                     else:
                         _r1(ap, col_step, bp, ip, cp, ldc, groups, table, ad, mu, bounds)
+
+
+_u8_at, _i8_at, _i32_at = _pointer_to(types.uint8), _pointer_to(types.int8), _pointer_to(types.int32)
+
+
+@numba.njit(inline="always")
+def _gemm_arrays(block):
+    """``gemm``'s arrays from a part's block: the addresses and sizes of a (M, K4), b (panels, groups, width, 4),
+    init and c (M, ldc)."""
+    m, k4, panels, groups, width, ldc = (_load(block + 8), _load(block + 16), _load(block + 32), _load(block + 40),
+                                         _load(block + 48), _load(block + 72))
+    return (numba.carray(_u8_at(_load(block)), (m, k4)),
+            numba.carray(_i8_at(_load(block + 24)), (panels, groups, width, 4)),
+            numba.carray(_i32_at(_load(block + 56)), (panels * width,)),
+            numba.carray(_i32_at(_load(block + 64)), (m, ldc)))
+
+
+def _rows_part(block, lo, hi):
+    a, b, init, c = _gemm_arrays(block)
+    gemm(a, b, init, c, lo * MR, min(hi * MR, a.shape[0]), 0, b.shape[0])
+
+
+def _panels_part(block, lo, hi):
+    a, b, init, c = _gemm_arrays(block)
+    gemm(a, b, init, c, 0, a.shape[0], lo, hi)
+
+
+class _Parts:
+    """C-callable parts ``part(block, lo, hi)`` of ``gemm`` that ``ember._parallel.spun`` runs on its spinning
+    helpers (with ember._numba_kernels' run and serve): "rows" takes tiles of MR rows lo:hi, "panels" panels lo:hi;
+    ``block`` (int64) holds a's address, M, K4, b's address, panels, groups, width, init's and c's addresses, and c's
+    row length. ``compile(key)`` makes one; its address is in ``address``."""
+
+    def __init__(self):
+        self.address, self._made = {}, []
+
+    def compile(self, key):
+        part = {"rows": _rows_part, "panels": _panels_part}[key]
+        made = numba.cfunc(types.void(types.intp, types.intp, types.intp), nogil=True)(part)
+        _spinning.run.compile("(int64[::1], int64, int64[::1], int64, int64)")
+        _spinning.serve.compile("(int64[::1], int64)")
+        self._made.append(made)
+        self.address[key] = made.address
+
+
+parts = _Parts()
