@@ -20,10 +20,10 @@ _SIG = ("(float32[:, :, :, ::1], float32[:, :, ::1], float32[::1], int64[::1], f
 
 
 def usable(xp, x, w, groups):
-    """Whether ``conv`` may compute this convolution (host float32, one group, a kernel larger than 1x1, AVX-512)."""
+    """Whether ``conv`` may compute this convolution (host float32, one group, a kernel larger than 1x1). (The loop's
+    module refuses to load on a CPU without AVX-512, checked in the background: ``conv`` then always gives None.)"""
     return (xp is np and x.ndim == 4 and groups == 1 and x.dtype == np.float32 and w.dtype == np.float32
-            and w.shape[2] * w.shape[3] > 1 and x.shape[0] > 0 and x.shape[1] > 0 and w.shape[0] > 0
-            and _jit.cpu_has("avx512f"))
+            and w.shape[2] * w.shape[3] > 1 and x.shape[0] > 0 and x.shape[1] > 0 and w.shape[0] > 0)
 
 
 def _packed(w, b, panels):

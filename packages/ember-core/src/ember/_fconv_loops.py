@@ -9,9 +9,12 @@ fused multiply-adds. The tile is LLVM IR written here: numba's own loops leave t
 OpenBLAS's SkylakeX kernel, behind the im2col product, reaches half of what these tiles do on a 512-bit FMA core.
 """
 import numba
-from llvmlite import ir
+from llvmlite import binding, ir
 from numba.core import cgutils, types
 from numba.core.extending import intrinsic
+
+if not binding.get_host_cpu_features().get("avx512f", False):  # (ember._jit then leaves the convolutions as they are)
+    raise ImportError("ember._fconv_loops needs AVX-512: its tiles hold 29 512-bit registers")
 
 MR = 6  # outputs per tile: 6 x 4 accumulators, 4 weight vectors and a broadcast use 29 of the 32 registers
 WIDTH = 64  # output channels per panel (4 vectors of 16 floats)
