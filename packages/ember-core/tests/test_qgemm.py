@@ -54,6 +54,7 @@ def test_product_extremes(a_value, w_value, za, zb):
     ((2, 16, 11, 13), (33, 16, 3, 3), (1, 1), (1, 1), (1, 1), 1),
     ((3, 5, 10, 17), (70, 5, 3, 2), (2, 3), (2, 1), (2, 1), 1),
     ((1, 1, 7, 9), (3, 1, 1, 1), (1, 1), (0, 0), (1, 1), 1),
+    ((8, 16, 24, 24), (40, 16, 3, 3), (1, 1), (1, 1), (1, 1), 1),  # (split over the threads by images)
 ])
 @pytest.mark.parametrize("symmetric", [False, True])
 def test_conv_is_exact(shape, weight, stride, padding, dilation, groups, symmetric):
@@ -163,3 +164,21 @@ def test_more_ops_match_torch():
             m.backends.quantized.engine = saved
     for e, t in zip(out["ember"], out["torch"]):
         np.testing.assert_array_equal(e, t)
+
+
+@vnni
+def test_conv_requantized_in_tiles():
+    """Sums requantized in the product's tiles equal the sums requantized by ember._qloops.requantize's formula (a
+    convolution large enough to split over the threads)."""
+    x = rng.integers(0, 256, (8, 16, 24, 24), dtype=np.uint8)
+    weight = _qgemm.Int8ConvWeight(rng.integers(-128, 128, (40, 16, 3, 3), dtype=np.int8), 0, 1)
+    add = rng.standard_normal(40).astype(np.float32) * 100
+    multiplier = rng.uniform(1e-4, 1e-3, 40).astype(np.float32)
+    geometry = (3, 3), (1, 1), (1, 1), (1, 1)
+    with _jit.forced():
+        sums = _qgemm.conv(x, 120, weight, *geometry)
+        for lo in (0, 64):
+            q = _qgemm.conv_requantized(x, 120, weight, *geometry, add, multiplier, 64, lo, 255)
+            shape = (1, -1, 1, 1)
+            ref = np.rint((sums.astype(np.float32) + add.reshape(shape)) * multiplier.reshape(shape)) + np.float32(64)
+            np.testing.assert_array_equal(q, np.clip(ref, lo, 255).astype(np.uint8))

@@ -174,12 +174,32 @@ def _conv_in_place(fn, x, zero_point, weight, kernel, stride, padding, dilation,
         xl[lo:hi, padding[0]:padding[0] + h, padding[1]:padding[1] + w, :c] = np.moveaxis(x[lo:hi], 1, -1)
         fn(*args, lo, hi)
 
-    if work >= SPLIT_WORK and n > 1:
-        _parallel.halves(images, n)
-    else:
+    if work < SPLIT_WORK or n < 2:
         images(0, n)
+    elif not (x.flags.c_contiguous and _conv_spun(x, xl, b, init, offsets, params, c_, out_h, out_w, args[-2:],
+                                                  zero_point, padding)):
+        _parallel.halves(images, n)
     if c_ is not target:
         target[...] = c_[:, :o]
+
+
+def _conv_spun(x, xl, b, init, offsets, params, c, out_h, out_w, steps, zero_point, padding):
+    """Whether ``_conv_in_place``'s images ran (padded, then multiplied) as C-callable parts over ``ember._parallel``'s
+    spinning helpers (once compiled)."""
+    if not (_parallel.SPINS and _parallel.WORKERS > 1):
+        return False
+    key = "conv" if params is None else "conv_requantized"
+    parts = _jit.loop("ember._qgemm_loops", "parts", key, 1, 0, exact=True)
+    if parts is None:
+        return False
+    from . import _numba_kernels  # (loaded by then: the parts use its run and serve)
+    params = np.zeros(1, np.float32) if params is None else params
+    block = np.array([x.ctypes.data, *x.shape, xl.ctypes.data, *xl.shape[1:], b.ctypes.data, *b.shape[:3],
+                      init.ctypes.data, offsets.ctypes.data, offsets.size, params.ctypes.data, params.size,
+                      c.ctypes.data, *c.shape, out_h, out_w, *steps, zero_point, *padding], np.int64)
+    n = x.shape[0]
+    return _parallel.spun(_numba_kernels.parts, _numba_kernels.parts.run, parts.address[key], block, n,
+                          max(1, n // 8))
 
 
 _CONV_REQUANTIZED_SIG = ("(uint8[:, :, :, ::1], int8[:, :, :, ::1], int32[::1], int64[::1], float32[::1], "

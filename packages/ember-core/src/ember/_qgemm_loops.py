@@ -284,6 +284,7 @@ def conv_gemm_requantized(x, b, init, offsets, params, c, out_h, out_w, row_step
 
 
 _u8_at, _i8_at, _i32_at = _pointer_to(types.uint8), _pointer_to(types.int8), _pointer_to(types.int32)
+_i64_at, _f32_at = _pointer_to(types.int64), _pointer_to(types.float32)
 
 
 @numba.njit(inline="always")
@@ -298,6 +299,41 @@ def _gemm_arrays(block):
             numba.carray(_i32_at(_load(block + 64)), (m, ldc)))
 
 
+@numba.njit(nogil=True, cache=True)
+def pad_channels_last(x, zero_point, top, left, xl, n0, n1):
+    """Images n0:n1 of uint8 ``x`` (N, C, H, W) channels last into ``xl`` (N, H', W', C4), at (top, left), the rest
+    (padding and padding channels, which meet zero weights) ``zero_point``."""
+    c, h, w = x.shape[1], x.shape[2], x.shape[3]
+    for n in range(n0, n1):
+        xl[n] = zero_point
+        for ci in range(c):
+            for y in range(h):
+                for j in range(w):
+                    xl[n, y + top, j + left, ci] = x[n, ci, y, j]
+
+
+@numba.njit(inline="always")
+def _conv_arrays(block):
+    """A convolution part's arrays: x (N, C, H, W), xl (N, H', W', C4), b, init, offsets, params (see ``_Parts``)."""
+    w = [_load(block + 8 * k) for k in range(28)]
+    return (numba.carray(_u8_at(w[0]), (w[1], w[2], w[3], w[4])), numba.carray(_u8_at(w[5]), (w[1], w[6], w[7], w[8])),
+            numba.carray(_i8_at(w[9]), (w[10], w[11], w[12], 4)), numba.carray(_i32_at(w[13]), (w[10] * w[12],)),
+            numba.carray(_i64_at(w[14]), (w[15],)), numba.carray(_f32_at(w[16]), (w[17],)), w)
+
+
+def _conv_part(block, lo, hi):
+    x, xl, b, init, offsets, params, w = _conv_arrays(block)
+    pad_channels_last(x, w[25], w[26], w[27], xl, lo, hi)
+    conv_gemm(xl, b, init, offsets, numba.carray(_i32_at(w[18]), (w[19], w[20])), w[21], w[22], w[23], w[24], lo, hi)
+
+
+def _conv_requantized_part(block, lo, hi):
+    x, xl, b, init, offsets, params, w = _conv_arrays(block)
+    pad_channels_last(x, w[25], w[26], w[27], xl, lo, hi)
+    conv_gemm_requantized(xl, b, init, offsets, params, numba.carray(_u8_at(w[18]), (w[19], w[20])), w[21], w[22],
+                          w[23], w[24], lo, hi)
+
+
 def _rows_part(block, lo, hi):
     a, b, init, c = _gemm_arrays(block)
     gemm(a, b, init, c, lo * MR, min(hi * MR, a.shape[0]), 0, b.shape[0])
@@ -310,15 +346,20 @@ def _panels_part(block, lo, hi):
 
 class _Parts:
     """C-callable parts ``part(block, lo, hi)`` of ``gemm`` that ``ember._parallel.spun`` runs on its spinning
-    helpers (with ember._numba_kernels' run and serve): "rows" takes tiles of MR rows lo:hi, "panels" panels lo:hi;
-    ``block`` (int64) holds a's address, M, K4, b's address, panels, groups, width, init's and c's addresses, and c's
-    row length. ``compile(key)`` makes one; its address is in ``address``."""
+    helpers (with ember._numba_kernels' run and serve): "rows" takes tiles of MR rows lo:hi, "panels" panels lo:hi
+    (``block``, int64: a's address, M, K4, b's address, panels, groups, width, init's and c's addresses, and c's row
+    length); "conv" and "conv_requantized" pad images lo:hi channels last and run ``conv_gemm(_requantized)`` on them
+    (``block``: x's address and shape (N, C, H, W), xl's address, H', W', C4, b's address, panels, groups, width,
+    init's address, offsets' address and length, params' address and length, c's address, rows and row length,
+    out_h, out_w, row_step, col_step, the zero point, top and left padding). ``compile(key)`` makes one; its address
+    is in ``address``."""
 
     def __init__(self):
         self.address, self._made = {}, []
 
     def compile(self, key):
-        part = {"rows": _rows_part, "panels": _panels_part}[key]
+        part = {"rows": _rows_part, "panels": _panels_part, "conv": _conv_part,
+                "conv_requantized": _conv_requantized_part}[key]
         made = numba.cfunc(types.void(types.intp, types.intp, types.intp), nogil=True)(part)
         _spinning.run.compile("(int64[::1], int64, int64[::1], int64, int64)")
         _spinning.serve.compile("(int64[::1], int64)")
