@@ -90,7 +90,14 @@ def echo_info(t):
 
 
 def _cpu_map(rank, world):
-    # invalid maps fail init_rpc on every worker, naming the problem
+    # a failed init_rpc fails on every worker with the same error (rank 0, whose store it is, waits until all have
+    # read what they check before it may close the store): duplicate names, then invalid maps
+    try:
+        rpc.init_rpc("twin", rank=rank, world_size=world, rpc_backend_options=rpc.TensorPipeRpcBackendOptions(
+            init_method=f"tcp://127.0.0.1:{os.environ['PORT_C']}"))
+        twins = None
+    except RuntimeError as e:
+        twins = str(e)
     bad = rpc.TensorPipeRpcBackendOptions(init_method=f"tcp://127.0.0.1:{os.environ['PORT_A']}",
                                           device_maps={"worker1": {"cpu": "cpu"}, "nobody": {"cpu": "cpu"}})
     try:
@@ -113,16 +120,17 @@ def _cpu_map(rank, world):
         out = (back.detach().numpy(), rg, dev, back.requires_grad, float(rpc.rpc_sync("worker1", ember.sum,
                                                                                       args=(big,))))
     rpc.shutdown()
-    return failed, out
+    return twins, failed, out
 
 
 def test_cpu_device_map_through_workers(workers):
     from rpc_launch import free_port
 
-    res = workers(2).run(_cpu_map, env={"PORT_A": str(free_port()), "PORT_B": str(free_port())})
-    for failed, _ in res:
+    res = workers(2).run(_cpu_map, env={f"PORT_{c}": str(free_port()) for c in "ABC"})
+    for twins, failed, _ in res:
+        assert twins is not None and "must be unique: ['twin']" in twins
         assert failed is not None and "invalid target node names" in failed
-    values, rg_there, dev, rg_back, total = res[0][1]
+    values, rg_there, dev, rg_back, total = res[0][2]
     np.testing.assert_array_equal(values, np.arange(6.0))
     assert rg_there and dev == "cpu" and total == float(1 << 20)
     assert rg_back  # (unmapped: worker 1 has no map toward worker 0; requires_grad travels as ever)

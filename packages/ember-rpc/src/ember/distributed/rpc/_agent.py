@@ -141,12 +141,23 @@ class Agent:
     """One worker's end of RPC: ``name``, ``rank`` among ``world_size`` workers meeting in ``store``."""
 
     def __init__(self, store, name, rank, world_size, options):
+        import ember
+
         self.rpc_timeout = options.rpc_timeout
         self.rank, self.world_size = rank, world_size
         self.store = store
         store.set(f"names/{rank}", name.encode())
+        mine = (ember.cuda.device_count(), {k: {str(a): str(b) for a, b in m.items()} for k, m in
+                                            options.device_maps.items()}, [str(d) for d in options.devices])
+        store.set(f"devices/{rank}", pickle.dumps(mine))
         self.transport = Transport(store, rank, world_size, prefix="transport/", label=f" (rpc worker {name})")
-        names = [store.get(f"names/{r}").decode() if r != rank else name for r in range(world_size)]
+        try:  # (keys set before the transport's barrier: all there)
+            names = [store.get(f"names/{r}").decode() if r != rank else name for r in range(world_size)]
+            got = [pickle.loads(store.get(f"devices/{r}")) if r != rank else mine for r in range(world_size)]
+            self._all_read(store, time.monotonic() + max(self.rpc_timeout, 10.0))
+        except BaseException:
+            self.transport.close("init_rpc failed")
+            raise
         self.workers = [WorkerInfo(n, r) for r, n in enumerate(names)]
         self.by_name = {w.name: w for w in self.workers}
         if len(self.by_name) != world_size:
@@ -155,7 +166,7 @@ class Agent:
             raise RuntimeError(f"RPC worker names must be unique: {dup} used by more than one worker")
         self.info = self.workers[rank]
         try:
-            self._init_device_maps(store, options)
+            self._init_device_maps(got)
         except ValueError:
             self.transport.close("invalid device maps")
             raise
@@ -172,16 +183,19 @@ class Agent:
         self.closed = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True, name=f"ember-rpc-dispatch-{name}")
 
-    def _init_device_maps(self, store, options):
-        """Publish this worker's devices and maps, check everyone's (as PyTorch's init_rpc), and keep the maps of
-        requests to each worker and the inverse maps of responses to each caller (by rank)."""
-        import ember
+    def _all_read(self, store, deadline):
+        """Return once every worker has read the others' names and devices: the store lives in rank 0, which may
+        close it at once if the checks that follow fail (the others would then fail reading, not checking)."""
+        store.add("init/read", 1)
+        if self.rank == 0:
+            while store.add("init/read", 0) < self.world_size and time.monotonic() < deadline:
+                time.sleep(0.002)
 
-        mine = (ember.cuda.device_count(), {k: {str(a): str(b) for a, b in m.items()} for k, m in
-                                            options.device_maps.items()}, [str(d) for d in options.devices])
-        store.set(f"devices/{self.rank}", pickle.dumps(mine))
+    def _init_device_maps(self, got):
+        """Check every worker's devices and maps (``got``: by rank, as published; PyTorch's init_rpc checks), and
+        keep the maps of requests to each worker and the inverse maps of responses to each caller (by rank)."""
         names = [w.name for w in self.workers]
-        got = {w.name: pickle.loads(store.get(f"devices/{w.id}")) if w.id != self.rank else mine for w in self.workers}
+        got = dict(zip(names, got))
         dev = _devmap._device
         counts = {n: g[0] for n, g in got.items()}
         maps = {n: {k: {dev(a): dev(b) for a, b in m.items()} for k, m in g[1].items()} for n, g in got.items()}
