@@ -6,7 +6,8 @@ import pytest
 import ember
 from ember import _jit, _qgemm
 
-vnni = pytest.mark.skipif(not _qgemm.has_vnni(), reason="the compiled u8 x s8 product needs AVX-512 VNNI")
+vnni = pytest.mark.skipif(not _jit.cpu_has("avx512f", "avx512bw", "avx512vnni"),
+                          reason="the compiled u8 x s8 product needs AVX-512 VNNI")
 rng = np.random.default_rng(19)
 
 
@@ -73,8 +74,21 @@ def test_conv_is_exact(shape, weight, stride, padding, dilation, groups, symmetr
     np.testing.assert_array_equal(r, ref)
 
 
+def _without_vnni(monkeypatch):
+    """As on a CPU without VNNI, where the loops' module refuses to load and ember._jit serves none of its loops."""
+    real_import = _jit._import
+
+    def refuse(module):
+        if module == "ember._qgemm_loops":
+            raise ImportError("ember._qgemm_loops needs AVX-512 VNNI")
+        return real_import(module)
+    monkeypatch.setattr(_jit, "_import", refuse)
+    monkeypatch.setattr(_jit, "_ready", {k: f for k, f in _jit._ready.items() if k[0] != "ember._qgemm_loops"})
+    monkeypatch.setattr(_jit, "_failed", set())
+
+
 def test_without_vnni_the_float_path_serves(monkeypatch):
-    monkeypatch.setattr(_qgemm, "_cpu", [False])
+    _without_vnni(monkeypatch)
     with _jit.forced():
         assert _qgemm.product(np.ones((8, 8), np.uint8), 0, _qgemm.Int8Weight(np.ones((8, 8), np.int8), 0)) is None
         w = _qgemm.Int8ConvWeight(np.ones((1, 1, 1, 1), np.int8), 0, 1)
@@ -112,7 +126,7 @@ def _linear_and_conv(engine_path):
 @vnni
 def test_ops_agree_on_both_paths(monkeypatch):
     compiled = _linear_and_conv(_jit.forced)
-    monkeypatch.setattr(_qgemm, "_cpu", [False])
+    _without_vnni(monkeypatch)
     floats = _linear_and_conv(_jit.forced)
     for a, b in zip(compiled, floats):
         np.testing.assert_array_equal(a, b)

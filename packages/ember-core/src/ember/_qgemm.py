@@ -29,21 +29,6 @@ _F32_EXACT = 2.0 ** 24
 # AMD EPYC VM; waking a helper costs 20-40 us).
 SPLIT_WORK = 1 << 24
 _SIG = "(uint8[:, ::1], int8[:, :, :, ::1], int32[::1], int32[:, ::1], intp, intp, intp, intp)"
-_cpu = []
-
-
-def has_vnni():
-    """Whether the CPU multiplies u8 x s8 in 512-bit registers (AVX-512 VNNI), as LLVM sees it."""
-    if not _cpu:
-        try:
-            from llvmlite import binding
-            features = binding.get_host_cpu_features()
-            _cpu.append(all(features.get(f, False) for f in ("avx512f", "avx512bw", "avx512vnni")))
-        except Exception:  # noqa: BLE001 - no llvmlite, or it cannot tell: the float path
-            _cpu.append(False)
-    return _cpu[0]
-
-
 class Int8Weight:
     """A qint8 weight's integers ``ints`` (N, K) and zero points (N,) (int64), packed for the loop on first need."""
 
@@ -94,8 +79,6 @@ class Int8ConvWeight:
 
 def _ready(work):
     """The compiled loop, if it may serve a product of ``work`` multiply-adds (queued for compilation if not ready)."""
-    if not has_vnni():
-        return None
     return _jit.loop("ember._qgemm_loops", "gemm", _SIG, work, minimum=MIN_WORK, exact=True)
 
 
@@ -219,7 +202,7 @@ def conv_requantized(x, zero_point, weight, kernel, stride, padding, dilation, a
                                                                               stride)]
     o = w.ints.shape[0]
     work = n * int(np.prod(out)) * o * w.ints.shape[1]
-    if not work or not has_vnni():
+    if not work:
         return None
     fn = _jit.loop("ember._qgemm_loops", "conv_gemm_requantized", _CONV_REQUANTIZED_SIG, work, minimum=MIN_WORK,
                    exact=True)

@@ -10,12 +10,15 @@ registers through all the groups: per group, ``NR`` 64-byte loads of the weight,
 written here (``_tile``), as numba would widen the int32 products to int64 and never reach the instruction.
 """
 import numba
-from llvmlite import ir
+from llvmlite import binding, ir
 from numba.core import cgutils, types
 from numba.core.extending import intrinsic
 
 from ._numba_kernels import _load, _pointer_to
 from ._numba_kernels import parts as _spinning
+
+if not all(binding.get_host_cpu_features().get(f, False) for f in ("avx512f", "avx512bw", "avx512vnni")):
+    raise ImportError("ember._qgemm_loops needs AVX-512 VNNI")  # (ember._jit then leaves the float path in place)
 
 MR = 6  # rows per tile
 # zmm registers of 16 int32 columns per tile: 6 x 4 accumulators, 4 weight vectors and a broadcast use 29 of 32; a
