@@ -89,7 +89,7 @@ def _elementwise(name, x, *more, scalars=(), minimum=FORMULA_MIN, tally=True, sp
     arrays = [x.reshape(-1), *[_writable(m if m.shape == x.shape else np.broadcast_to(m, x.shape), x.dtype).reshape(-1)
                                for m in more], out.reshape(-1)]
     signature = _signature((*arrays[:-1], *scalars, arrays[-1]))
-    if _spun(name + signature, arrays, scalars, x.size):
+    if _spun(name + signature, (*arrays, *scalars, _parallel.SPIN_CHUNK), x.size):
         return out
     f = _jit.loop(_KERNELS, name, signature, x.size + _TALLY.get(name, 0) if tally else x.size, minimum, exact=True)
     if f is None:
@@ -103,22 +103,14 @@ def _elementwise(name, x, *more, scalars=(), minimum=FORMULA_MIN, tally=True, sp
     return out
 
 
-def _spun(key, arrays, scalars, size, rows=None):
-    """Whether the loop of ``key`` (its name and signature) ran over flat ``arrays`` (``out`` last) and ``scalars``
-    by its C-callable parts on ``_parallel``'s spinning helpers: from SPIN_MIN elements, once the parts are compiled
-    (asked for here, and compiled after the loop itself when that is queued too). ``rows``: a row loop's ``(entries,
-    parts, chunk)`` instead (``entries`` the parts' block)."""
+def _spun(key, args, size, exact=True):
+    """Whether the loop of ``key`` (its name and signature) ran by its C-callable parts on ``_parallel``'s spinning
+    helpers, ``args`` its runner's (see ember._numba_kernels._Parts): from SPIN_MIN elements, once the parts are
+    compiled (asked for here, and compiled after the loop itself when that is queued too)."""
     if size < _parallel.SPIN_MIN or not _parallel.SPINS or _parallel.WORKERS < 2:
         return False
-    parts = _jit.loop(_KERNELS, "parts", key, size, _parallel.SPIN_MIN, exact=rows is None)
-    if parts is None:
-        return False
-    if rows:
-        entries, n, chunk = rows
-        block = np.array([e.ctypes.data if type(e) is np.ndarray else np.float64(e).view(np.int64) if type(e) is
-                          np.float64 else e for e in entries], np.int64)
-        return _parallel.spun(parts, parts.run, parts.address[key], block, n, chunk)
-    return _parallel.spun(parts, parts.runners[key], parts.address[key], *arrays, *scalars, _parallel.SPIN_CHUNK)
+    parts = _jit.loop(_KERNELS, "parts", key, size, _parallel.SPIN_MIN, exact=exact)
+    return parts is not None and _parallel.spun(parts, parts.runners[key], parts.address[key], *args)
 
 
 def _typed(name, x, *more, **kwargs):
@@ -202,7 +194,7 @@ def derivative_times(name, output, grad, out=None):
     out = np.empty(output.shape, output.dtype) if out is None else out
     flat = [_writable(a).reshape(-1) for a in (output, grad)] + [out.reshape(-1)]
     signature = _signature(flat)
-    if _spun(name + signature, flat, (), output.size):
+    if _spun(name + signature, (*flat, _parallel.SPIN_CHUNK), output.size):
         return out
     f = _jit.loop(_KERNELS, name, signature, output.size, LOOP_MIN, exact=True)
     if f is None:
@@ -230,13 +222,10 @@ def rows(name, x, *more, out, scalars=(), halves=None):
     args = (x, *more, *scalars, out, *extras[0])
     signature = _signature(args)
     f = _jit.loop(_KERNELS, name, signature, x.size, LOOP_MIN)
-    if n > 1 and x.size >= _parallel.SPIN_MIN:
-        # the parts' block (see ember._numba_kernels._rows_part); with accumulators, the parts are the two halves
-        entries = [n, x.shape[1], n // 2, *[e for a in (*args, *extras[1]) for e in (
-            (a, a.size) if type(a) is np.ndarray and a.ndim == 1 else (a,))]]
-        if _spun(name + signature, None, None, x.size, (entries, 2 if halves else n, 1 if halves else
-                                                        max(1, _parallel.SPIN_CHUNK // x.shape[1]))):
-            return out
+    # by parts: the rows in chunks, or (with accumulators) the two halves
+    if n > 1 and _spun(name + signature, (*args, *extras[1]) if halves else (
+            *args, max(1, _parallel.SPIN_CHUNK // x.shape[1])), x.size, exact=False):
+        return out
     step = n or 1  # rows at a time: all of a part for a compiled loop, cache-sized blocks for NumPy's engine
     if f is None:
         f, step = _quiet(getattr(_formulas, name)), max(1, BLOCK // max(1, x.shape[1]))

@@ -302,6 +302,52 @@ def run2s(ctl, fn, a, b, out, s0, s1, chunk):
 
 
 @_inline
+def _rows_block(x, k):
+    """A row loop's block of ``k`` entries, its first three filled (see ``_rows_part``)."""
+    block = np.empty(k, np.int64)
+    block[0], block[1], block[2] = x.shape[0], x.shape[1], x.shape[0] // 2
+    return block
+
+
+@numba.njit(nogil=True, cache=True)
+def run_rows1(ctl, fn, x, out, chunk):
+    block = _rows_block(x, 5)
+    block[3], block[4] = x.ctypes.data, out.ctypes.data
+    return _run(ctl, fn, block, x.shape[0], chunk)
+
+
+@numba.njit(nogil=True, cache=True)
+def run_rows2(ctl, fn, x, g, out, chunk):
+    block = _rows_block(x, 6)
+    block[3], block[4], block[5] = x.ctypes.data, g.ctypes.data, out.ctypes.data
+    return _run(ctl, fn, block, x.shape[0], chunk)
+
+
+@numba.njit(nogil=True, cache=True)
+def run_layer_norm(ctl, fn, x, w, b, eps, out, chunk):
+    block = _rows_block(x, 10)
+    block[3], block[4], block[5], block[6], block[7] = x.ctypes.data, w.ctypes.data, w.size, b.ctypes.data, b.size
+    block[8], block[9] = _bits64(eps), out.ctypes.data
+    return _run(ctl, fn, block, x.shape[0], chunk)
+
+
+@numba.njit(nogil=True, cache=True)
+def run_layer_norm_backward(ctl, fn, x, g, w, eps, gx, gw, gb, gw1, gb1):
+    """(Its parts: the two halves of the rows, ``gw``/``gb`` then ``gw1``/``gb1`` their accumulators.)"""
+    block = _rows_block(x, 17)
+    block[3], block[4], block[5], block[6] = x.ctypes.data, g.ctypes.data, w.ctypes.data, w.size
+    block[7], block[8] = _bits64(eps), gx.ctypes.data
+    block[9], block[10], block[11], block[12] = gw.ctypes.data, gw.size, gb.ctypes.data, gb.size
+    block[13], block[14], block[15], block[16] = gw1.ctypes.data, gw1.size, gb1.ctypes.data, gb1.size
+    return _run(ctl, fn, block, 2, 1)
+
+
+_ROW_RUNNERS = {"softmax_rows_f32": run_rows1, "log_softmax_rows_f32": run_rows1,
+                "softmax_backward_rows_f32": run_rows2, "log_softmax_backward_rows_f32": run_rows2,
+                "layer_norm_rows_f32": run_layer_norm, "layer_norm_backward_rows_f32": run_layer_norm_backward}
+
+
+@_inline
 def _array(block, k, lo, n, pointer, itemsize):
     return numba.carray(pointer(_load(block + 8 * k) + lo * itemsize), n)
 
@@ -377,8 +423,9 @@ def _rows_part(loop, name):
 class _Parts:
     """The C-callable parts of the loops, compiled by ``compile(key)``, ``key`` the loop's name and its signature
     (elementwise: 1 or 2 arrays, 0 or 2 scalars, then ``out``: ``"silu_f32(float32[::1], float32[::1])"``; the row
-    loops of ``_rows_part``); their addresses in ``address``. (The parts call the loops compiled for that signature:
-    no second compilation of them.)"""
+    loops of ``_rows_part``); their addresses in ``address``, and in ``runners`` the ``run*`` that fills their block
+    from the loop's arguments (elementwise: the arrays, then the scalars, then the chunk). (The parts call the loops
+    compiled for that signature: no second compilation of them.)"""
 
     def __init__(self):
         self.address, self.runners, self._made = {}, {}, []  # runners: the elementwise loops' run1/run2/...
@@ -388,18 +435,21 @@ class _Parts:
         name, signature = key.split("(", 1)
         loop = globals()[name]
         loop.compile(f"({signature}")
+        kinds = [k.strip() for k in signature.rstrip(")").split(",")]
         if "_rows_" in name:
             part = _rows_part(loop, name)
+            runner = _ROW_RUNNERS[name]  # (arguments: the loop's, then the second half's accumulators, or the chunk)
+            tail = kinds[-2:] if name == "layer_norm_backward_rows_f32" else ["int64"]
+            runner.compile(f"(int64[::1], int64, {', '.join(kinds + tail)})")
         else:
-            kinds = [k.strip() for k in signature.rstrip(")").split(",")]
             arrays = sum(k.endswith("[::1]") for k in kinds) - 1
             pointer, itemsize = _POINTERS[re.sub(r"\[.*", "", kinds[0])]
             part = _elementwise_part(loop, arrays, len(kinds) - arrays - 1, pointer, itemsize,
                                      getattr(np, kinds[arrays]) if len(kinds) > arrays + 1 else None)
-            kinds = [k for k in kinds if k.endswith("]")] + [k for k in kinds if not k.endswith("]")]  # (out first)
+            kinds = [k for k in kinds if k.endswith("]")] + [k for k in kinds if not k.endswith("]")]  # (scalars last)
             runner = globals()[f"run{arrays}{'s' if len(kinds) > arrays + 1 else ''}"]
             runner.compile(f"(int64[::1], int64, {', '.join(kinds)}, int64)")
-            self.runners[key] = runner
+        self.runners[key] = runner
         made = numba.cfunc(types.void(types.intp, types.intp, types.intp), nogil=True, error_model="numpy")(part)
         run.compile("(int64[::1], int64, int64[::1], int64, int64)")
         serve.compile("(int64[::1], int64)")
