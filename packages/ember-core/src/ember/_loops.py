@@ -119,8 +119,8 @@ def _typed(name, x, *more, **kwargs):
 
 
 def power(x, name):
-    """``x ** 3``, ``1 / x`` or ``1 / x ** 2`` (``name`` cube/inverse/inverse_square) of a float32/float64 NumPy
-    array in one pass (memory-bound: split over the cores from the ufuncs' size)."""
+    """``x ** 2``, ``x ** 3``, ``1 / x``, ``1 / x ** 2``, ``sqrt(x)`` or ``1 / sqrt(x)`` (``name`` square/cube/inverse/
+    inverse_square/root/inverse_root) of a float32/float64 NumPy array in one pass."""
     return _elementwise(name, x, minimum=LOOP_MIN, tally=False, split=_parallel.MIN_SIZE)
 
 
