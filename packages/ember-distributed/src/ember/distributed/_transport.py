@@ -2,7 +2,8 @@
 
 Each rank binds one ROUTER socket and connects one DEALER to every peer's ROUTER (its identity is the rank), so a
 message from ``src`` arrives on the receiver's ROUTER tagged with ``src``; addresses are published in the store
-the transport is given. A message is a tag (any picklable value) and a list of frames (bytes-like objects).
+the transport is given (the ROUTER also listens on a Unix socket, which peers of its host use: cheaper than TCP).
+A message is a tag (any picklable value) and a list of frames (bytes-like objects).
 Frames travel as separate ZeroMQ frames (``copy=False``: ZeroMQ reads the sender's memory, nothing is joined or
 pickled), and objects are pickled with protocol 5 with their buffers (tensors' arrays) out of band as frames of
 their own. Received messages wait in a mailbox keyed by (source, tag) until asked for, in the order sent.
@@ -41,6 +42,7 @@ SLOT = 4 << 20  # bytes of one shared-memory slot
 SLOTS = 4  # slots per (sender, receiver) pair
 COPY_MAX = 16 << 10  # frames below this size are copied into ZeroMQ's messages (cheaper than tracking them)
 GRACE = 0.2  # seconds a disconnected peer's last messages may take to arrive
+WATCH = 0.05  # seconds between looks at the monitors (dropped connections) while messages keep arriving
 LINGER = 10.0  # seconds close() waits for peers to read what this rank left in shared memory
 HEARTBEAT_MS, HEARTBEAT_TIMEOUT_MS = 1000, 5000
 IO_THREADS = 2  # ZeroMQ's: sending and receiving large frames proceed side by side (2 ranks: twice as fast)
@@ -189,13 +191,15 @@ class Transport:
         port = self._router.bind_to_random_port(f"tcp://{host}")
         self.address = f"{host}:{port}"
         self._control = _shm.Segment(0, counters=size * SLOTS) if shm_enabled() and size > 1 else None
-        store.set(f"{prefix}{rank}", pickle.dumps({"address": self.address, "pid": os.getpid(),
+        ipc = _ipc_namespace() if self._control is not None else None
+        if ipc is not None:  # peers of this host connect through a Unix socket (cheaper than TCP)
+            ipc = (ipc, f"ipc://@ember-transport-{os.getpid()}-{port}")  # (abstract: no file to remove)
+            self._router.bind(ipc[1])
+        store.set(f"{prefix}{rank}", pickle.dumps({"address": self.address, "pid": os.getpid(), "ipc": ipc,
                                                    "control": self._control and self._control.desc}))
         self.addresses = {}
         self._dealers, self._send_locks, self._monitors, self._outboxes, self._inboxes = {}, {}, {}, {}, {}
         self._peer_controls = {}
-        self._poller = zmq.Poller()
-        self._poller.register(self._router, zmq.POLLIN)
         for p in range(size):
             if p == rank:
                 continue
@@ -208,13 +212,15 @@ class Transport:
             d.setsockopt(zmq.HEARTBEAT_IVL, HEARTBEAT_MS)
             d.setsockopt(zmq.HEARTBEAT_TIMEOUT, HEARTBEAT_TIMEOUT_MS)
             mon = d.get_monitor_socket(zmq.EVENT_DISCONNECTED | zmq.EVENT_CONNECT_RETRIED)
-            d.connect(f"tcp://{info['address']}")
-            self._dealers[p], self._send_locks[p], self._monitors[mon] = d, threading.Lock(), p
-            self._poller.register(mon, zmq.POLLIN)
             if self._control is not None and info["control"] is not None:
                 ctl = _shm.Segment.attach(info["control"])
                 if ctl is not None:
                     self._peer_controls[p] = ctl
+            if p in self._peer_controls and ipc is not None and info["ipc"] is not None and info["ipc"][0] == ipc[0]:
+                d.connect(info["ipc"][1])
+            else:
+                d.connect(f"tcp://{info['address']}")
+            self._dealers[p], self._send_locks[p], self._monitors[mon] = d, threading.Lock(), p
         self.local_peers = frozenset(self._peer_controls)  # peers sharing memory with this rank
         _store_barrier(store, f"{prefix}ready/", rank, size)  # nobody closes before all have mapped its segment
         self._mail = collections.defaultdict(collections.deque)
@@ -224,6 +230,8 @@ class Transport:
         self._gone = {}  # peer -> PeerError
         self._failed = set()  # the gone peers that died or closed after an error (not a clean goodbye)
         self._closed = False
+        self._rcvtimeo = -1  # the router's receive timeout (ms), as last set
+        self._watched = 0.0  # when the monitors were last read
 
     # ---- sending -----------------------------------------------------------------------------------------
     def send(self, dst, tag, frames=()):
@@ -362,27 +370,41 @@ class Transport:
         return msg
 
     def _pump(self, timeout):
-        """Read what arrived (up to ``timeout`` seconds for the first event) into the mailbox; note dropped
-        connections."""
-        events = dict(self._poller.poll(int(timeout * 1000)))
+        """Read what arrived into the mailbox: with ``timeout`` (seconds), the first message to arrive within it
+        (a blocking receive: no poll before it, no exception after it); without, all that has arrived. Note
+        dropped connections (every ``WATCH`` seconds at least)."""
         router = self._router
-        if router in events:
+        ms = int(timeout * 1000)
+        if ms > 0:
+            if ms != self._rcvtimeo:
+                router.setsockopt(zmq.RCVTIMEO, ms)
+                self._rcvtimeo = ms
+            try:
+                self._deliver(router.recv_multipart(copy=False))
+            except zmq.Again:  # nothing within the timeout
+                pass
+        else:
             while True:
                 try:
                     parts = router.recv_multipart(zmq.NOBLOCK, copy=False)
                 except zmq.Again:
                     break
                 self._deliver(parts)
+        now = time.monotonic()
+        if now - self._watched >= WATCH or ms <= 0:
+            self._watched = now
+            self._watch(now)
+
+    def _watch(self, now):
+        """Read the monitors' events; declare gone the peers whose connection dropped ``GRACE`` seconds ago."""
         for mon, p in self._monitors.items():
-            if mon in events:
-                while True:
-                    try:
-                        mon.recv_multipart(zmq.NOBLOCK)
-                    except zmq.Again:
-                        break
-                    self._suspect.setdefault(p, time.monotonic())
+            while True:
+                try:
+                    mon.recv_multipart(zmq.NOBLOCK)
+                except zmq.Again:
+                    break
+                self._suspect.setdefault(p, now)
         if self._suspect:
-            now = time.monotonic()
             for p, t in list(self._suspect.items()):
                 if now - t >= GRACE and p not in self._gone:
                     self._failed.add(p)
@@ -532,6 +554,15 @@ class Transport:
         self._inboxes.clear()
         for seg in segments:
             seg.close()
+
+
+def _ipc_namespace():
+    """The network namespace of this process where Unix sockets may have abstract names (Linux), else None: two
+    ranks of one host reach each other's abstract sockets when they are in the same one."""
+    try:
+        return os.readlink("/proc/self/ns/net")
+    except OSError:
+        return None
 
 
 def _store_barrier(store, prefix, rank, size):

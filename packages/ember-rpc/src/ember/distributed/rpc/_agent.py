@@ -540,21 +540,23 @@ class Agent:
     def _drain(self, deadline):
         store, previous = self.store, None
         for rnd in itertools.count():
+            pause = _pauses()
             while not self.idle():
                 if time.monotonic() > deadline:
                     return
-                time.sleep(0.002)
+                time.sleep(next(pause))
             store.set(f"shutdown/{rnd}/{self.rank}", pickle.dumps(self.counters()))
             seen = {}
             for r in range(self.world_size):
                 key = f"shutdown/{rnd}/{r}"
+                pause = _pauses()
                 while r not in seen:
                     if r in self.transport.gone() or time.monotonic() > deadline:
                         seen[r] = None
                     elif store.check([key]):
                         seen[r] = pickle.loads(store.get(key))
                     else:
-                        time.sleep(0.002)
+                        time.sleep(next(pause))
             if seen == previous and self.idle():
                 break
             previous = seen
@@ -562,9 +564,19 @@ class Agent:
         store.add("shutdown/done", 1)
         if self.rank == 0:
             live = self.world_size - len(self.transport.gone())
+            pause = _pauses()
             while store.add("shutdown/done", 0) < live and time.monotonic() < deadline:
-                time.sleep(0.002)
+                time.sleep(next(pause))
                 live = self.world_size - len(self.transport.gone())
+
+
+def _pauses(first=0.002, longest=0.02):
+    """Sleeps between looks at a condition, doubling from ``first`` to ``longest`` seconds: a worker that shuts
+    down while others still call it (or each other) polls its state and the store without stealing much CPU."""
+    pause = first
+    while True:
+        yield pause
+        pause = min(2 * pause, longest)
 
 
 def _settle(fut, value, exc):
