@@ -266,20 +266,23 @@ class Transport:
         """Send through the slots of ``box`` (waiting for them if ``wait``) and the socket; None when the slots
         needed are not free and ``wait`` is false (nothing is sent then)."""
         self._raise_if_gone(dst)
-        big, need = [], 0
-        for f in frames:  # shared memory for large frames, as long as the message fits in the slots
-            n = _nbytes(f)
-            b = box is not None and n >= SHM_MIN and need + _slots_needed(n) <= SLOTS
-            need += _slots_needed(n) if b else 0
-            big.append(b)
-        if need and not wait and need > self._free_slots(box):
-            return None
-        if any(big):
-            get = (lambda: box.wait_slot(None)) if wait else box.free_slot
-            layout = [box.fill(f, get) if b else None for f, b in zip(frames, big)]
-        zframes = [f for f, b in zip(frames, big) if not b]
-        header = pickle.dumps((_DATA, tag, layout, box.segment.desc) if any(big) else (_DATA, tag, None, None),
-                              protocol=5)
+        zframes, header = frames, None
+        if box is not None:
+            big, need = [], 0
+            for f in frames:  # shared memory for large frames, as long as the message fits in the slots
+                n = _nbytes(f)
+                b = n >= SHM_MIN and need + _slots_needed(n) <= SLOTS
+                need += _slots_needed(n) if b else 0
+                big.append(b)
+            if need and not wait and need > self._free_slots(box):
+                return None
+            if need:
+                get = (lambda: box.wait_slot(None)) if wait else box.free_slot
+                layout = [box.fill(f, get) if b else None for f, b in zip(frames, big)]
+                zframes = [f for f, b in zip(frames, big) if not b]
+                header = pickle.dumps((_DATA, tag, layout, box.segment.desc), protocol=5)
+        if header is None:
+            header = pickle.dumps((_DATA, tag, None, None), protocol=5)
         trackers = []
         with self._send_locks[dst]:
             d = self._dealers[dst]
@@ -328,8 +331,8 @@ class Transport:
         peer in ``watch`` (one whose failure means the message will never come; a peer that said a clean goodbye
         had finished), raises its PeerError."""
         cond = self._cond
-        while True:
-            with cond:
+        with cond:
+            while True:
                 msg = self._take(src, tag)
                 if msg is not None:
                     return msg
@@ -337,16 +340,19 @@ class Transport:
                 for p in watch:
                     if p in self._failed:
                         raise self._gone[p]
+                timeout = 0.05 if deadline is None else max(0.0, min(0.05, deadline - time.monotonic()))
                 if self._pumping:
-                    cond.wait(0.05 if deadline is None else max(0.0, min(0.05, deadline - time.monotonic())))
+                    cond.wait(timeout)
                     continue
                 self._pumping = True
-            try:
-                self._pump(0.05 if deadline is None else max(0.0, min(0.05, deadline - time.monotonic())))
-            finally:
-                with cond:
+                arrived = []
+                cond.release()  # (the sockets are read without the lock; the mailbox is filled with it)
+                try:
+                    self._pump(timeout, arrived)
+                finally:
+                    cond.acquire()
                     self._pumping = False
-                    cond.notify_all()
+                    self._post(arrived)
 
     def recv_obj(self, src, tag, deadline=None):
         """The next object from ``src`` under ``tag`` (``(src, obj)`` when ``src`` is None)."""
@@ -358,7 +364,16 @@ class Transport:
         obj = pickle.loads(frames[0], buffers=frames[1:])
         return obj if src is not None else (msg.src, obj)
 
+    def _post(self, arrived):
+        """Put messages read by ``_pump`` in the mailbox and wake its readers (with the lock held)."""
+        mail = self._mail
+        for msg in arrived:
+            mail[(msg.src, msg.tag)].append(msg)
+        self._cond.notify_all()
+
     def _take(self, src, tag):
+        if not self._mail:
+            return None
         if src is None:
             src = next((s for s, t in self._mail if t == tag), None)
         q = self._mail.get((src, tag))
@@ -369,10 +384,10 @@ class Transport:
             del self._mail[(src, tag)]
         return msg
 
-    def _pump(self, timeout):
-        """Read what arrived into the mailbox: with ``timeout`` (seconds), the first message to arrive within it
-        (a blocking receive: no poll before it, no exception after it); without, all that has arrived. Note
-        dropped connections (every ``WATCH`` seconds at least)."""
+    def _pump(self, timeout, arrived):
+        """Read what arrived into the list ``arrived`` (for the mailbox): with ``timeout`` (seconds), the first
+        message to arrive within it (a blocking receive: no poll before it, no exception after it); without, all
+        that has arrived. Note dropped connections (every ``WATCH`` seconds at least)."""
         router = self._router
         ms = int(timeout * 1000)
         if ms > 0:
@@ -380,16 +395,16 @@ class Transport:
                 router.setsockopt(zmq.RCVTIMEO, ms)
                 self._rcvtimeo = ms
             try:
-                self._deliver(router.recv_multipart(copy=False))
+                self._deliver(_recv_parts(router, 0), arrived)
             except zmq.Again:  # nothing within the timeout
                 pass
         else:
             while True:
                 try:
-                    parts = router.recv_multipart(zmq.NOBLOCK, copy=False)
+                    parts = _recv_parts(router, zmq.NOBLOCK)
                 except zmq.Again:
                     break
-                self._deliver(parts)
+                self._deliver(parts, arrived)
         now = time.monotonic()
         if now - self._watched >= WATCH or ms <= 0:
             self._watched = now
@@ -412,7 +427,7 @@ class Transport:
                         f"[Rank {self.rank}] Connection closed by peer rank {p} ({self.addresses[p]}){self.label}: "
                         "it exited, crashed or closed the process group", p)
 
-    def _deliver(self, parts):
+    def _deliver(self, parts, arrived):
         src = int(parts[0].bytes)
         kind, tag, layout, seg_desc = pickle.loads(parts[1].bytes)
         if kind == _BYE:  # its tag: why it closed, when an error made it
@@ -447,9 +462,7 @@ class Transport:
                         lo += n
                         self._control.post(base + j, _shm.wrap32(gen))
                     frames.append(buf)
-        with self._cond:
-            self._mail[(src, tag)].append(Message(src, tag, frames, releases, self._control))
-            self._cond.notify_all()
+        arrived.append(Message(src, tag, frames, releases, self._control))
 
     def _inbox(self, src, desc):
         box = self._inboxes.get(src)
@@ -471,12 +484,13 @@ class Transport:
             if self._pumping:
                 return
             self._pumping = True
+        arrived = []
         try:
-            self._pump(0)
+            self._pump(0, arrived)
         finally:
             with self._cond:
                 self._pumping = False
-                self._cond.notify_all()
+                self._post(arrived)
 
     def gone(self):
         """The peers known to be gone: {rank: PeerError}."""
@@ -563,6 +577,16 @@ def _ipc_namespace():
         return os.readlink("/proc/self/ns/net")
     except OSError:
         return None
+
+
+def _recv_parts(sock, flags):
+    """The frames of the next message (``recv_multipart(copy=False)`` without its option read per frame)."""
+    f = sock.recv(flags, copy=False)
+    parts = [f]
+    while f.more:
+        f = sock.recv(flags, copy=False)
+        parts.append(f)
+    return parts
 
 
 def _store_barrier(store, prefix, rank, size):
