@@ -216,8 +216,9 @@ class Transport:
                 ctl = _shm.Segment.attach(info["control"])
                 if ctl is not None:
                     self._peer_controls[p] = ctl
-            if p in self._peer_controls and ipc is not None and info["ipc"] is not None and info["ipc"][0] == ipc[0]:
-                d.connect(info["ipc"][1])
+            peer_ipc = info.get("ipc")
+            if p in self._peer_controls and ipc is not None and peer_ipc is not None and peer_ipc[0] == ipc[0]:
+                d.connect(peer_ipc[1])
             else:
                 d.connect(f"tcp://{info['address']}")
             self._dealers[p], self._send_locks[p], self._monitors[mon] = d, threading.Lock(), p
