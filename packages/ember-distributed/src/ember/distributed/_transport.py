@@ -179,11 +179,12 @@ class Transport:
 
     ``send(dst, tag, frames)`` returns a ``Sent``; ``recv(src, tag, deadline)`` a ``Message`` (``src=None``: from
     any peer). ``send_obj``/``recv_obj`` move one picklable object. Deadlines are ``time.monotonic()`` values
-    (None: no limit). Threads may send and receive at the same time. ``close()`` says goodbye to the peers."""
+    (None: no limit). Threads may send and receive at the same time. ``close()`` says goodbye to the peers.
+    ``io_threads``: ZeroMQ's threads of the context the sockets use (shared with transports asking the same)."""
 
-    def __init__(self, store, rank, size, *, prefix="transport/", label=""):
+    def __init__(self, store, rank, size, *, prefix="transport/", label="", io_threads=IO_THREADS):
         self.rank, self.size, self.label = rank, size, label
-        self._ctx = zmq.Context.instance(io_threads=IO_THREADS)
+        self._ctx = _context(io_threads)
         self._router = self._ctx.socket(zmq.ROUTER)
         self._router.setsockopt(zmq.RCVHWM, 0)
         self._router.setsockopt(zmq.LINGER, 0)
@@ -569,6 +570,22 @@ class Transport:
         self._inboxes.clear()
         for seg in segments:
             seg.close()
+
+
+_contexts = {}  # (pid, io threads) -> the ZeroMQ context of the transports asking for that many
+_contexts_lock = threading.Lock()
+
+
+def _context(io_threads):
+    """This process's ZeroMQ context with ``io_threads`` threads (``IO_THREADS``: pyzmq's shared instance)."""
+    if io_threads == IO_THREADS:
+        return zmq.Context.instance(io_threads=IO_THREADS)
+    with _contexts_lock:
+        key = (os.getpid(), io_threads)  # (a forked child makes its own)
+        ctx = _contexts.get(key)
+        if ctx is None:
+            ctx = _contexts[key] = zmq.Context(io_threads=io_threads)
+        return ctx
 
 
 def _ipc_namespace():
