@@ -20,6 +20,7 @@ import threading
 import time
 import traceback
 from _thread import allocate_lock as _allocate_lock
+from _thread import get_ident as _get_ident
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -37,6 +38,7 @@ _CALL, _REMOTE, _OK, _ERR, _ONEWAY = range(5)
 # set (struct, not pickle: the dispatcher reads it for every message), then the payload's pickle.
 _HEAD = struct.Struct("<BQI")
 _TICK = 0.05  # seconds between the dispatcher's looks at deadlines, lost peers and RRef deletions
+PARK = 0.002  # seconds the dispatcher leaves the messages to threads in rpc_sync after one returned (see call_sync)
 # Larger buffers to a worker of this host are cut into messages of this size, each through the transport's shared
 # memory (a whole message fits in its slots; a larger frame would go through the socket).
 INBAND_MAX = 16 << 10  # smaller buffers are copied into the pickle: one message frame less to send and receive
@@ -184,6 +186,12 @@ class Agent:
         self._stop = False
         self.owner_table = _rref.OwnerTable(self)
         self.closed = threading.Event()
+        # One thread at a time reads and dispatches messages (in order): the holder of _role, the dispatcher or a
+        # thread waiting in call_sync (_reader); the dispatcher stays off until _park_until (see call_sync).
+        self._role = threading.Lock()
+        self._reader = None
+        self._park_until = 0.0
+        self._unpark = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True, name=f"ember-rpc-dispatch-{name}")
 
     def _all_read(self, store, deadline):
@@ -242,10 +250,42 @@ class Agent:
         lock = _allocate_lock()
         lock.acquire()
         p = self._request(dst, kind, payload, timeout, meta, None, lock, after)
+        if dst != self.rank:
+            self._read_until(lock)
         lock.acquire()  # released by whoever completes the call: its response, its deadline, a lost peer, shutdown
         if p.exc is not None:
             raise p.exc
         return p.value
+
+    def _read_until(self, lock):
+        """Read and dispatch messages in this thread until ``lock`` is released (the call is complete), if no other
+        thread reads them: the response then wakes this thread directly, not the dispatcher, which would hand it
+        over. A thread completing a synchronous call keeps the dispatcher off the messages for ``PARK`` seconds
+        (``_settle``), so that a caller making one call after another reads its responses itself."""
+        me = _get_ident()
+        own = self._reader != me  # (else: a call made while this thread dispatches, e.g. by an inline function)
+        if own:
+            if not self._role.acquire(False):
+                return
+            self._reader = me
+        recv, deadline = self.transport.recv, time.monotonic
+        try:
+            while not lock.acquire(False):
+                try:
+                    msg = recv(None, TAG, deadline() + _TICK)
+                except TimeoutError:
+                    continue
+                except DistBackendError:  # every peer gone, or the transport closed: the dispatcher settles
+                    return
+                try:
+                    self._dispatch(msg)
+                except Exception:  # noqa: BLE001 - as in the dispatcher
+                    traceback.print_exc()
+            lock.release()  # (acquired above: the caller acquires it again)
+        finally:
+            if own:
+                self._reader = None
+                self._role.release()
 
     def _request(self, dst, kind, payload, timeout, meta, fut, lock, after=None):
         try:  # an unpicklable request raises here, in the caller
@@ -292,6 +332,7 @@ class Agent:
         """Complete the call ``p`` (popped from the pending table: once)."""
         if p.lock is not None:
             p.value, p.exc = value, exc
+            self._park_until = time.monotonic() + PARK
             p.lock.release()
         else:
             self._complete(p.future, value, exc)
@@ -307,26 +348,31 @@ class Agent:
 
     # ---- the dispatcher ------------------------------------------------------------------------------------
     def _loop(self):
-        recv, dispatch = self.transport.recv, self._dispatch
+        recv, dispatch, role = self.transport.recv, self._dispatch, self._role
         monotonic = time.monotonic
         last = monotonic()
-        while True:
-            try:
-                msg = recv(None, TAG, last + _TICK)
-            except TimeoutError:
-                msg = None
-            except PeerError:  # every peer is gone: nothing more can arrive
-                msg = None
-                time.sleep(_TICK)
-            except DistBackendError:  # the transport closed
-                break
-            if self._stop:
-                break
-            if msg is not None:
+        while not self._stop:
+            park = self._park_until - monotonic()
+            if park > 0:  # a thread in call_sync reads the messages
+                self._unpark.wait(min(park, _TICK))
+            elif role.acquire(timeout=_TICK):
                 try:
-                    dispatch(msg)
-                except Exception:  # noqa: BLE001 - a malformed message must not stop the agent
-                    traceback.print_exc()
+                    msg = recv(None, TAG, last + _TICK) if self._park_until <= monotonic() else None
+                except TimeoutError:
+                    msg = None
+                except PeerError:  # every peer is gone: nothing more can arrive
+                    msg = None
+                    self._unpark.wait(_TICK)
+                except DistBackendError:  # the transport closed
+                    role.release()
+                    break
+                else:
+                    if msg is not None and not self._stop:
+                        try:
+                            dispatch(msg)
+                        except Exception:  # noqa: BLE001 - a malformed message must not stop the agent
+                            traceback.print_exc()
+                role.release()
             now = monotonic()
             if now - last >= _TICK:
                 last = now
@@ -532,6 +578,7 @@ class Agent:
         with self._lock:
             self._stop = True
             pending, self._pending = self._pending, {}
+        self._unpark.set()
         err = RuntimeError("RPC agent is shut down")
         for p in pending.values():
             self._settle(p, None, err)
