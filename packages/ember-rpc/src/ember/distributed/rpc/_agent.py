@@ -1,12 +1,13 @@
 """The RPC agent: requests and responses between named workers over ember-distributed's transport.
 
 Every message travels under one transport tag as frames ``[header, payload, *buffers]``: the header is a small
-pickle ``(kind, request id, meta)`` read by the receiving worker's dispatcher thread, the payload a protocol-5
+pickle ``(kind, request id, meta)`` read by the receiving worker's reader, the payload a protocol-5
 pickle whose buffers (tensors' arrays) are frames of their own (shared memory between workers of one host).
 The dispatcher thread reads every message, unpickles it (so messages of one peer take effect in the order sent:
 an RRef's deletion never overtakes the call that carried it), completes the caller's futures on responses and
-hands requests to a pool of ``num_worker_threads`` threads. A request whose function returns a Future (see
-``functions.async_execution``) is answered when that future completes, holding no thread meanwhile.
+hands requests to a pool of ``num_worker_threads`` threads (a thread waiting in ``rpc_sync`` may take the
+dispatcher's place meanwhile: one reader at a time, see ``Agent.call_sync``). A request whose function returns a
+Future (see ``functions.async_execution``) is answered when that future completes, holding no thread meanwhile.
 
 Failures: a call's deadline, the loss of its callee (the transport reports a peer that closed or died within a
 fraction of a second, a silent host within seconds) and errors pickling or unpickling either side's message all
