@@ -6,7 +6,7 @@ pickle whose buffers (tensors' arrays) are frames of their own (shared memory be
 The dispatcher thread reads every message, unpickles it (so messages of one peer take effect in the order sent:
 an RRef's deletion never overtakes the call that carried it), completes the caller's futures on responses and
 hands requests to a pool of ``num_worker_threads`` threads (a thread waiting in ``rpc_sync`` may take the
-dispatcher's place meanwhile: one reader at a time, see ``Agent.call_sync``). A request whose function returns a
+dispatcher's place meanwhile: one reader at a time, see ``Agent._read_until``). A request whose function returns a
 Future (see ``functions.async_execution``) is answered when that future completes, holding no thread meanwhile.
 
 Failures: a call's deadline, the loss of its callee (the transport reports a peer that closed or died within a
@@ -39,7 +39,7 @@ _CALL, _REMOTE, _OK, _ERR, _ONEWAY = range(5)
 # set (struct, not pickle: the dispatcher reads it for every message), then the payload's pickle.
 _HEAD = struct.Struct("<BQI")
 _TICK = 0.05  # seconds between the dispatcher's looks at deadlines, lost peers and RRef deletions
-PARK = 0.002  # seconds the dispatcher leaves the messages to threads in rpc_sync after one returned (see call_sync)
+PARK = 0.002  # seconds the dispatcher leaves the messages to threads in rpc_sync after one returned (see _read_until)
 # Larger buffers to a worker of this host are cut into messages of this size, each through the transport's shared
 # memory (a whole message fits in its slots; a larger frame would go through the socket).
 INBAND_MAX = 16 << 10  # smaller buffers are copied into the pickle: one message frame less to send and receive
@@ -188,7 +188,7 @@ class Agent:
         self.owner_table = _rref.OwnerTable(self)
         self.closed = threading.Event()
         # One thread at a time reads and dispatches messages (in order): the holder of _role, the dispatcher or a
-        # thread waiting in call_sync (_reader); the dispatcher stays off until _park_until (see call_sync).
+        # thread waiting in call_sync (_reader); the dispatcher stays off until _park_until (see _read_until).
         self._role = threading.Lock()
         self._reader = None
         self._park_until = 0.0
