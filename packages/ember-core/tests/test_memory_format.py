@@ -193,7 +193,7 @@ def test_convolution_output_layout(case, x_format, w_format):
 def test_convolution_gradients_take_their_tensors_layouts(case, x_format, w_format):
     out = _conv_pair(case, x_format, w_format, requires_grad=True)
     g = np.random.default_rng(1).standard_normal(tuple(out[torch][2].shape))
-    for lib, (xs, ws, y) in out.items():
+    for lib, (_, _, y) in out.items():
         y.backward(lib.tensor(g).to(memory_format=getattr(lib, x_format)))
     (xe, we, _), (xt, wt, _) = out[ember], out[torch]
     for e, t in ((xe.grad, xt.grad), (we.grad, wt.grad)):
