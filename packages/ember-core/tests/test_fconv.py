@@ -44,11 +44,11 @@ def test_direct_convolution_values(shape, bias):
 @avx512
 def test_through_conv2d_channels_last_and_asymmetric_padding():
     x = rng.standard_normal((4, 3, 20, 20)).astype(np.float32)
-    w = rng.standard_normal((64, 3, 4, 4)).astype(np.float32)
+    w = rng.standard_normal((64, 3, 6, 6)).astype(np.float32)
     with _jit.forced():
-        same = ember.conv2d(ember.tensor(x), ember.tensor(w), padding="same")  # (even kernel: padding 1 then 2)
+        same = ember.conv2d(ember.tensor(x), ember.tensor(w), padding="same")  # (even kernel: padding 2 then 3)
         cl = ember.conv2d(ember.tensor(x).to(memory_format=ember.channels_last), ember.tensor(w), stride=2)
-        direct = _fconv.conv(x, w, None, (1, 1), ((1, 2), (1, 2)), (1, 1))
+        direct = _fconv.conv(x, w, None, (1, 1), ((2, 3), (2, 3)), (1, 1))
     np.testing.assert_allclose(same.numpy(), _reference(x, w, None, 1, "same", 1), rtol=1e-5, atol=1e-4)
     np.testing.assert_array_equal(same.numpy(), direct)
     assert cl.is_contiguous(memory_format=ember.channels_last)
@@ -81,6 +81,8 @@ def test_split_over_threads_gives_the_same_values(monkeypatch):
 def test_small_work_and_other_dtypes_take_the_other_paths():
     x = np.ones((1, 1, 4, 4), np.float32)
     assert _fconv.conv(x, np.ones((1, 1, 2, 2), np.float32), None, (1, 1), ((0, 0), (0, 0)), (1, 1)) is None
-    assert not _fconv.usable(np, x.astype(np.float64), np.ones((1, 1, 2, 2)), 1)
-    assert not _fconv.usable(np, x, np.ones((1, 1, 1, 1), np.float32), 1)
-    assert not _fconv.usable(np, x, np.ones((1, 1, 2, 2), np.float32), 2)
+    assert not _fconv.usable(np, x.astype(np.float64), np.ones((1, 1, 5, 5)), 1)
+    assert not _fconv.usable(np, x, np.ones((1, 1, 3, 3), np.float32), 1)  # (3x3: the other paths are faster)
+    assert not _fconv.usable(np, np.ones((1, 8, 9, 9), np.float32), np.ones((1, 8, 5, 5), np.float32), 1)
+    assert not _fconv.usable(np, x, np.ones((1, 1, 5, 5), np.float32), 2)
+    assert _fconv.usable(np, np.ones((2, 3, 9, 9), np.float32), np.ones((64, 3, 7, 7), np.float32), 1)

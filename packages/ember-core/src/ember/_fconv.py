@@ -2,17 +2,18 @@
 
 Each output is read from the channels-last padded input in place (no im2col columns) and the products run in
 register tiles at about twice the rate OpenBLAS's sgemm reaches on the same core (measured on a 2-core AMD EPYC VM:
-~220 against ~110 GFLOP/s per core). It serves what ``ember._ops.conv`` gives it: the convolutions Winograd does
-not take (few input channels, as a network's stem; strides), with kernels larger than 1x1 (a 1x1 kernel has too few
-taps per tile to pay for its loads). Until the loop is compiled (in the background, by ``ember._jit``), and
-elsewhere, the other paths compute the convolution; their sums are ordered otherwise, so results may change in the
-last bits once the loop is ready (as for every non-exact loop of ``ember._jit``).
+~220 against ~110 GFLOP/s per core). It serves what ``usable`` admits: a network's stem, a large kernel on few input
+channels, where the other paths spend as long copying im2col columns as multiplying. Until the loop is compiled (in
+the background, by ``ember._jit``), and elsewhere, the other paths compute the convolution; their sums are ordered
+otherwise, so results may change in the last bits once the loop is ready (as for every non-exact loop of
+``ember._jit``).
 """
 import numpy as np
 
 from . import _jit, _parallel
 from ._channels_last import empty_as, output_size, padded, to_channels_first
 
+MAX_CHANNELS, MIN_TAPS = 4, 25  # the convolutions ``usable`` gives the loop (stems: 7x7 on RGB)
 MIN_WORK = 1 << 20  # multiply-adds from which a convolution takes the loop (below, its setup costs more)
 SPLIT_WORK = 1 << 24  # multiply-adds from which the images split over two threads
 _SIG = ("(float32[:, :, :, ::1], float32[:, :, ::1], float32[::1], int64[::1], float32[:, ::1], intp, intp, intp, "
@@ -20,10 +21,14 @@ _SIG = ("(float32[:, :, :, ::1], float32[:, :, ::1], float32[::1], int64[::1], f
 
 
 def usable(xp, x, w, groups):
-    """Whether ``conv`` may compute this convolution (host float32, one group, a kernel larger than 1x1). (The loop's
-    module refuses to load on a CPU without AVX-512, checked in the background: ``conv`` then always gives None.)"""
+    """Whether ``conv`` should compute this convolution: host float32, one group, and a stem's shape, a kernel of
+    25 taps or more on at most 4 input channels (there the im2col columns, kernel x channels wide, cost as much to
+    copy as the product; measured on two threads, the other paths are faster for 3x3 kernels and wide inputs, as
+    they split chunks over the cores). (The loop's module refuses to load on a CPU without AVX-512, checked in the
+    background: ``conv`` then always gives None.)"""
     return (xp is np and x.ndim == 4 and groups == 1 and x.dtype == np.float32 and w.dtype == np.float32
-            and w.shape[2] * w.shape[3] > 1 and x.shape[0] > 0 and x.shape[1] > 0 and w.shape[0] > 0)
+            and 0 < x.shape[1] <= MAX_CHANNELS and w.shape[2] * w.shape[3] >= MIN_TAPS and x.shape[0] > 0
+            and w.shape[0] > 0)
 
 
 def _packed(w, b, panels):
