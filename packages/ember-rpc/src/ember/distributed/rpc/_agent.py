@@ -30,7 +30,7 @@ from ember.distributed._errors import DistBackendError
 from ember.distributed._transport import SLOT, SLOTS, Message, PeerError, Transport
 from ember.futures import Future
 
-from . import _devmap, _rref
+from . import _cpu_latency, _devmap, _rref
 
 TAG = "rpc"
 PART_TAG = "rpc-part"
@@ -187,6 +187,7 @@ class Agent:
         self._stop = False
         self.owner_table = _rref.OwnerTable(self)
         self.closed = threading.Event()
+        self._awake = _cpu_latency.Holder()  # CPUs kept from deep idle while messages flow
         # One thread at a time reads and dispatches messages (in order): the holder of _role, the dispatcher or a
         # thread waiting in call_sync (_reader); the dispatcher stays off until _park_until (see _read_until).
         self._role = threading.Lock()
@@ -306,6 +307,7 @@ class Agent:
                 if first.dependents is None:
                     first.dependents = []
                 first.dependents.append(rid)
+        self._awake.touch()
         try:
             self._post(dst, kind, rid, meta, frames)
         except (PeerError, DistBackendError) as e:
@@ -421,6 +423,7 @@ class Agent:
             frames[i] = buf
 
     def _dispatch(self, msg):
+        self._awake.touch()
         frames = msg.frames
         if msg._releases:  # in shared memory: copied out so the sender may reuse the slots at once
             frames = [np.frombuffer(f, np.uint8).copy() if _nbytes(f) > 4096 else bytes(f) for f in frames]
@@ -554,6 +557,7 @@ class Agent:
                 self._gone_seen.add(peer)
                 self.owner_table.peer_gone(peer)
         self.owner_table.flush_deletes()
+        self._awake.check(now)
 
     # ---- shutting down -------------------------------------------------------------------------------------
     def idle(self):
@@ -584,6 +588,7 @@ class Agent:
         for p in pending.values():
             self._settle(p, None, err)
         self.closed.wait(1.0)
+        self._awake.close()
         self.transport.close()
         self._pool.shutdown(wait=False, cancel_futures=True)  # what runs still is for callers that are gone
         self.owner_table.clear()
