@@ -14,6 +14,8 @@ fraction of a second, a silent host within seconds) and errors pickling or unpic
 complete the caller's future with an error naming the worker; nothing is raised in a background thread.
 """
 import collections
+import copyreg
+import io
 import itertools
 import pickle
 import struct
@@ -26,6 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from ember._serialization import _rebuild_plain
 from ember.distributed._errors import DistBackendError
 from ember.distributed._transport import SLOT, SLOTS, Message, PeerError, Transport
 from ember.futures import Future
@@ -112,9 +115,38 @@ def _nbytes(frame):
     return frame.nbytes if hasattr(frame, "nbytes") else len(frame)
 
 
+class _Table(dict):
+    """The dispatch table of messages' picklers: ``_reduce_tensor`` for tensors; other types as copyreg says (read
+    at each lookup: registrations made later count)."""
+
+    def __missing__(self, cls):
+        return copyreg.dispatch_table[cls]
+
+
+def _reduce_tensor(t):
+    """A small contiguous CPU tensor of a NumPy number type as its bytes, dtype and shape: pickled in a third of the
+    time of the array's own reduction, unpickled in half (10 floats: 1.9 against 5.6 us, 1.7 against 3.1); any
+    other tensor as its own ``__reduce_ex__`` says."""
+    a = t._data
+    if type(a) is np.ndarray and a.nbytes < INBAND_MAX and a.dtype.kind in "biufc" and a.flags.c_contiguous:
+        return _rebuild_small, (bytearray(a), a.dtype.str, a.shape, t._rg)
+    return t.__reduce_ex__(5)
+
+
+def _rebuild_small(data, dtype, shape, requires_grad):
+    return _rebuild_plain(np.frombuffer(data, dtype).reshape(shape), requires_grad)
+
+
+_TABLE = _Table()
+
+
 def _dumps(obj, mapping=None):
     """Frames of ``obj``: its pickle, then its large buffers (out of band: never copied into the pickle).
     ``mapping``: (device map, destination name, whether a response), to move CUDA tensors (see ``_devmap``)."""
+    if not _TABLE:
+        from ember import Tensor
+
+        _TABLE[Tensor] = _reduce_tensor
     buffers = []
 
     def out_of_band(b):
@@ -125,7 +157,11 @@ def _dumps(obj, mapping=None):
         return False
     if mapping is not None and _devmap.needed(mapping[0]):
         return [_devmap.dumps(obj, out_of_band, *mapping), *buffers]
-    return [pickle.dumps(obj, protocol=5, buffer_callback=out_of_band), *buffers]
+    f = io.BytesIO()
+    pickler = pickle.Pickler(f, 5, buffer_callback=out_of_band)
+    pickler.dispatch_table = _TABLE
+    pickler.dump(obj)
+    return [f.getvalue(), *buffers]
 
 
 class _Pending:
