@@ -7,7 +7,7 @@ A tile of ``MR`` (or fewer) rows by one panel keeps its ``MR * NR`` accumulators
 registers through all the groups: per group, ``NR`` 64-byte loads of the weight, one 4-byte broadcast per row, and
 ``MR * NR`` ``vpdpbusd`` (u8 x s8 products summed four at a time into int32 lanes, no saturation). Narrow weights
 (up to 32 outputs) pack in panels of ``NARROW * 16`` columns instead. The tile is LLVM IR
-written here (``_tile``), as numba would widen the int32 products to int64 and never reach the instruction.
+written here (``_tiles``), as numba would widen the int32 products to int64 and never reach the instruction.
 """
 import numba
 from llvmlite import binding, ir
@@ -29,76 +29,98 @@ _I64, _I32 = ir.IntType(64), ir.IntType(32)
 _V16 = ir.VectorType(_I32, 16)
 
 
-def _tile(mr, NR, table=False, requantize=False):  # noqa: N803 - (the panel width, as in the module's description)
-    """An intrinsic ``tile(a, lda, b, init, c, ldc, groups)`` on addresses: ``c[r, :NR * 16] = init + sum over groups
-    g of a[r, 4g:4g + 4] . b[g, :, :]`` for the ``mr`` rows ``r`` of ``a`` (``lda`` bytes apart), ``c``'s rows ``ldc``
-    int32 apart. With ``table``, a further address ``offsets`` (int64, one per group) says where each group's 4 bytes
-    are from the row's start, instead of ``4g``: the rows are a convolution's windows, read in place. With
-    ``requantize``, three more addresses (float32 ``add`` and ``multiplier`` of the panel's columns, then the output
-    zero point, lower and upper bound) make ``c`` uint8 rows (``ldc`` bytes apart) of ``clamp(rint((float32(sum) +
-    add) * multiplier) + zero_point)``, as ``ember._qloops.requantize`` computes them."""
-    def _(context, builder, sig, args):
-        a, lda, b, init, c, ldc, groups = args[:7]
-        const = lambda v: ir.Constant(_I64, v)  # noqa: E731
-        i8p = ir.IntType(8).as_pointer()
-        dot = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_V16, [_V16] * 3),
-                                             "llvm.x86.avx512.vpdpbusd.512")
-        pa, pb, pc = (builder.inttoptr(v, i8p) for v in (a, b, c))
-        vector_at = lambda p, offset: builder.bitcast(builder.gep(p, [offset]), _V16.as_pointer())  # noqa: E731
-        start = [builder.load(vector_at(builder.inttoptr(init, i8p), const(64 * j)), align=4) for j in range(NR)]
-        entry = builder.block
-        loop, done = builder.append_basic_block("tile.loop"), builder.append_basic_block("tile.done")
-        builder.cbranch(builder.icmp_signed(">", groups, const(0)), loop, done)
+def _emit(builder, mr, nr, table, requantize, args):
+    """The IR of a tile of ``mr`` rows by a panel of ``nr`` vectors (see ``_tiles``) at the builder's position;
+    leaves it at the tile's end."""
+    a, lda, b, init, c, ldc, groups = args[:7]
+    const = lambda v: ir.Constant(_I64, v)  # noqa: E731
+    i8p = ir.IntType(8).as_pointer()
+    dot = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_V16, [_V16] * 3),
+                                         "llvm.x86.avx512.vpdpbusd.512")
+    pa, pb, pc = (builder.inttoptr(v, i8p) for v in (a, b, c))
+    vector_at = lambda p, offset: builder.bitcast(builder.gep(p, [offset]), _V16.as_pointer())  # noqa: E731
+    start = [builder.load(vector_at(builder.inttoptr(init, i8p), const(64 * j)), align=4) for j in range(nr)]
+    entry = builder.block
+    loop = builder.append_basic_block(f"tile{nr}x{mr}.loop")
+    done = builder.append_basic_block(f"tile{nr}x{mr}.done")
+    builder.cbranch(builder.icmp_signed(">", groups, const(0)), loop, done)
 
-        builder.position_at_end(loop)
-        g = builder.phi(_I64)
-        acc = [[builder.phi(_V16) for _ in range(NR)] for _ in range(mr)]
-        g.add_incoming(const(0), entry)
-        b_off = builder.mul(g, const(NR * 64))
-        bv = [builder.load(vector_at(pb, builder.add(b_off, const(64 * j))), align=1) for j in range(NR)]
-        if table:
-            entry_ptr = builder.gep(builder.bitcast(builder.inttoptr(args[7], i8p), _I64.as_pointer()), [g])
-            a_off = builder.load(entry_ptr, align=8)
-        else:
-            a_off = builder.mul(g, const(4))
-        new = []
-        for r in range(mr):
-            p = builder.gep(pa, [builder.add(a_off, builder.mul(lda, const(r)))])
-            word = builder.load(builder.bitcast(p, _I32.as_pointer()), align=1)
-            v = builder.insert_element(ir.Constant(_V16, ir.Undefined), word, ir.Constant(_I32, 0))
-            v = builder.shuffle_vector(v, ir.Constant(_V16, ir.Undefined), ir.Constant(_V16, None))  # broadcast
-            new.append([builder.call(dot, [acc[r][j], v, bv[j]]) for j in range(NR)])
-        g_next = builder.add(g, const(1))
-        g.add_incoming(g_next, loop)
-        for r in range(mr):
-            for j in range(NR):
-                acc[r][j].add_incoming(start[j], entry)
-                acc[r][j].add_incoming(new[r][j], loop)
-        builder.cbranch(builder.icmp_signed("<", g_next, groups), loop, done)
+    builder.position_at_end(loop)
+    g = builder.phi(_I64)
+    acc = [[builder.phi(_V16) for _ in range(nr)] for _ in range(mr)]
+    g.add_incoming(const(0), entry)
+    b_off = builder.mul(g, const(nr * 64))
+    bv = [builder.load(vector_at(pb, builder.add(b_off, const(64 * j))), align=1) for j in range(nr)]
+    if table:
+        entry_ptr = builder.gep(builder.bitcast(builder.inttoptr(args[7], i8p), _I64.as_pointer()), [g])
+        a_off = builder.load(entry_ptr, align=8)
+    else:
+        a_off = builder.mul(g, const(4))
+    new = []
+    for r in range(mr):
+        p = builder.gep(pa, [builder.add(a_off, builder.mul(lda, const(r)))])
+        word = builder.load(builder.bitcast(p, _I32.as_pointer()), align=1)
+        v = builder.insert_element(ir.Constant(_V16, ir.Undefined), word, ir.Constant(_I32, 0))
+        v = builder.shuffle_vector(v, ir.Constant(_V16, ir.Undefined), ir.Constant(_V16, None))  # broadcast
+        new.append([builder.call(dot, [acc[r][j], v, bv[j]]) for j in range(nr)])
+    g_next = builder.add(g, const(1))
+    g.add_incoming(g_next, loop)
+    for r in range(mr):
+        for j in range(nr):
+            acc[r][j].add_incoming(start[j], entry)
+            acc[r][j].add_incoming(new[r][j], loop)
+    builder.cbranch(builder.icmp_signed("<", g_next, groups), loop, done)
 
-        builder.position_at_end(done)
-        result = [[builder.phi(_V16) for _ in range(NR)] for _ in range(mr)]
-        for r in range(mr):
-            for j in range(NR):
-                result[r][j].add_incoming(start[j], entry)
-                result[r][j].add_incoming(new[r][j], loop)
-        if requantize:
-            _store_requantized(builder, result, args[8:11], pc, ldc, const)
-            return context.get_dummy_value()
-        for r in range(mr):
-            for j in range(NR):
-                offset = builder.mul(builder.add(builder.mul(ldc, const(r)), const(16 * j)), const(4))
-                builder.store(result[r][j], vector_at(pc, offset), align=4)
+    builder.position_at_end(done)
+    result = [[builder.phi(_V16) for _ in range(nr)] for _ in range(mr)]
+    for r in range(mr):
+        for j in range(nr):
+            result[r][j].add_incoming(start[j], entry)
+            result[r][j].add_incoming(new[r][j], loop)
+    if requantize:
+        _store_requantized(builder, result, args[8:11], pc, ldc, const)
+        return
+    for r in range(mr):
+        for j in range(nr):
+            offset = builder.mul(builder.add(builder.mul(ldc, const(r)), const(16 * j)), const(4))
+            builder.store(result[r][j], vector_at(pc, offset), align=4)
+
+
+def _tiles(table=False, requantize=False):
+    """An intrinsic ``tile(rows, width, a, lda, b, init, c, ldc, groups)`` on addresses: ``c[r, :width] = init + sum
+    over groups g of a[r, 4g:4g + 4] . b[g, :, :]`` for the ``rows`` (1 to MR) rows ``r`` of ``a`` (``lda`` bytes
+    apart), a panel of ``width`` (NR * 16 or NARROW * 16) columns, ``c``'s rows ``ldc`` int32 apart: one block of IR
+    per row count and width. With ``table``, a further address ``offsets`` (int64, one per group) says where each
+    group's 4 bytes are from the row's start, instead of ``4g``: the rows are a convolution's windows, read in
+    place. With ``requantize``, three more addresses (float32 ``add`` and ``multiplier`` of the panel's columns,
+    then the output zero point, lower and upper bound) make ``c`` uint8 rows (``ldc`` bytes apart) of
+    ``clamp(rint((float32(sum) + add) * multiplier) + zero_point)``, as ``ember._qloops.requantize`` computes
+    them."""
+    def codegen(context, builder, sig, args):
+        end = builder.append_basic_block("tiles.end")
+        widths = builder.switch(args[1], end)
+        for nr in (NR, NARROW):
+            block = builder.append_basic_block(f"tiles.{nr}")
+            widths.add_case(ir.Constant(_I64, nr * 16), block)
+            builder.position_at_end(block)
+            rows = builder.switch(args[0], end)
+            for mr in range(1, MR + 1):
+                block = builder.append_basic_block(f"tiles.{nr}.{mr}")
+                rows.add_case(ir.Constant(_I64, mr), block)
+                builder.position_at_end(block)
+                _emit(builder, mr, nr, table, requantize, args[2:])
+                builder.branch(end)
+        builder.position_at_end(end)
         return context.get_dummy_value()
 
-    def typer(typingctx, a, lda, b, init, c, ldc, groups):
-        return types.void(*[types.intp] * 7), _
+    def typer(typingctx, rows, width, a, lda, b, init, c, ldc, groups):
+        return types.void(*[types.intp] * 9), codegen
 
-    def typer_table(typingctx, a, lda, b, init, c, ldc, groups, offsets):
-        return types.void(*[types.intp] * 8), _
+    def typer_table(typingctx, rows, width, a, lda, b, init, c, ldc, groups, offsets):
+        return types.void(*[types.intp] * 10), codegen
 
-    def typer_requantize(typingctx, a, lda, b, init, c, ldc, groups, offsets, add, multiplier, bounds):
-        return types.void(*[types.intp] * 11), _
+    def typer_requantize(typingctx, rows, width, a, lda, b, init, c, ldc, groups, offsets, add, multiplier, bounds):
+        return types.void(*[types.intp] * 13), codegen
 
     return intrinsic(typer_requantize if requantize else typer_table if table else typer)
 
@@ -135,8 +157,7 @@ def _store_requantized(builder, sums, params, pc, ldc, const):
             builder.store(q, builder.bitcast(builder.gep(pc, [offset]), _B16.as_pointer()), align=1)
 
 
-_w1, _w2, _w3, _w4, _w5, _w6 = (_tile(m, NR) for m in range(1, MR + 1))
-_n1, _n2, _n3, _n4, _n5, _n6 = (_tile(m, NARROW) for m in range(1, MR + 1))
+_gemm_tile = _tiles()
 
 
 @numba.njit(cache=True, nogil=True)
@@ -152,36 +173,10 @@ def gemm(a, b, init, c, m0, m1, p0, p1):
         for m in range(m0, m1, MR):
             ap = a.ctypes.data + m * lda
             cp = c.ctypes.data + (m * ldc + p * width) * 4
-            rows = min(MR, m1 - m)
-            if width == NR * 16:
-                if rows == 6:
-                    _w6(ap, lda, bp, ip, cp, ldc, groups)
-                elif rows == 5:
-                    _w5(ap, lda, bp, ip, cp, ldc, groups)
-                elif rows == 4:
-                    _w4(ap, lda, bp, ip, cp, ldc, groups)
-                elif rows == 3:
-                    _w3(ap, lda, bp, ip, cp, ldc, groups)
-                elif rows == 2:
-                    _w2(ap, lda, bp, ip, cp, ldc, groups)
-                else:
-                    _w1(ap, lda, bp, ip, cp, ldc, groups)
-            elif rows == 6:
-                _n6(ap, lda, bp, ip, cp, ldc, groups)
-            elif rows == 5:
-                _n5(ap, lda, bp, ip, cp, ldc, groups)
-            elif rows == 4:
-                _n4(ap, lda, bp, ip, cp, ldc, groups)
-            elif rows == 3:
-                _n3(ap, lda, bp, ip, cp, ldc, groups)
-            elif rows == 2:
-                _n2(ap, lda, bp, ip, cp, ldc, groups)
-            else:
-                _n1(ap, lda, bp, ip, cp, ldc, groups)
+            _gemm_tile(min(MR, m1 - m), width, ap, lda, bp, ip, cp, ldc, groups)
 
 
-_c1, _c2, _c3, _c4, _c5, _c6 = (_tile(m, NR, True) for m in range(1, MR + 1))
-_d1, _d2, _d3, _d4, _d5, _d6 = (_tile(m, NARROW, True) for m in range(1, MR + 1))
+_conv_tile = _tiles(table=True)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -204,36 +199,10 @@ def conv_gemm(x, b, init, offsets, c, out_h, out_w, row_step, col_step, n0, n1):
                 for j in range(0, out_w, MR):
                     ap = line + j * col_step
                     cp = c.ctypes.data + ((first + j) * ldc + p * width) * 4
-                    rows = min(MR, out_w - j)
-                    if width == NR * 16:
-                        if rows == 6:
-                            _c6(ap, col_step, bp, ip, cp, ldc, groups, table)
-                        elif rows == 5:
-                            _c5(ap, col_step, bp, ip, cp, ldc, groups, table)
-                        elif rows == 4:
-                            _c4(ap, col_step, bp, ip, cp, ldc, groups, table)
-                        elif rows == 3:
-                            _c3(ap, col_step, bp, ip, cp, ldc, groups, table)
-                        elif rows == 2:
-                            _c2(ap, col_step, bp, ip, cp, ldc, groups, table)
-                        else:
-                            _c1(ap, col_step, bp, ip, cp, ldc, groups, table)
-                    elif rows == 6:
-                        _d6(ap, col_step, bp, ip, cp, ldc, groups, table)
-                    elif rows == 5:
-                        _d5(ap, col_step, bp, ip, cp, ldc, groups, table)
-                    elif rows == 4:
-                        _d4(ap, col_step, bp, ip, cp, ldc, groups, table)
-                    elif rows == 3:
-                        _d3(ap, col_step, bp, ip, cp, ldc, groups, table)
-                    elif rows == 2:
-                        _d2(ap, col_step, bp, ip, cp, ldc, groups, table)
-                    else:
-                        _d1(ap, col_step, bp, ip, cp, ldc, groups, table)
+                    _conv_tile(min(MR, out_w - j), width, ap, col_step, bp, ip, cp, ldc, groups, table)
 
 
-_q1, _q2, _q3, _q4, _q5, _q6 = (_tile(m, NR, True, True) for m in range(1, MR + 1))
-_r1, _r2, _r3, _r4, _r5, _r6 = (_tile(m, NARROW, True, True) for m in range(1, MR + 1))
+_requantized_tile = _tiles(table=True, requantize=True)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -258,32 +227,8 @@ def conv_gemm_requantized(x, b, init, offsets, params, c, out_h, out_w, row_step
                 for j in range(0, out_w, MR):
                     ap = line + j * col_step
                     cp = c.ctypes.data + (first + j) * ldc + p * width
-                    rows = min(MR, out_w - j)
-                    if width == NR * 16:
-                        if rows == 6:
-                            _q6(ap, col_step, bp, ip, cp, ldc, groups, table, ad, mu, bounds)
-                        elif rows == 5:
-                            _q5(ap, col_step, bp, ip, cp, ldc, groups, table, ad, mu, bounds)
-                        elif rows == 4:
-                            _q4(ap, col_step, bp, ip, cp, ldc, groups, table, ad, mu, bounds)
-                        elif rows == 3:
-                            _q3(ap, col_step, bp, ip, cp, ldc, groups, table, ad, mu, bounds)
-                        elif rows == 2:
-                            _q2(ap, col_step, bp, ip, cp, ldc, groups, table, ad, mu, bounds)
-                        else:
-                            _q1(ap, col_step, bp, ip, cp, ldc, groups, table, ad, mu, bounds)
-                    elif rows == 6:
-                        _r6(ap, col_step, bp, ip, cp, ldc, groups, table, ad, mu, bounds)
-                    elif rows == 5:
-                        _r5(ap, col_step, bp, ip, cp, ldc, groups, table, ad, mu, bounds)
-                    elif rows == 4:
-                        _r4(ap, col_step, bp, ip, cp, ldc, groups, table, ad, mu, bounds)
-                    elif rows == 3:
-                        _r3(ap, col_step, bp, ip, cp, ldc, groups, table, ad, mu, bounds)
-                    elif rows == 2:
-                        _r2(ap, col_step, bp, ip, cp, ldc, groups, table, ad, mu, bounds)
-                    else:
-                        _r1(ap, col_step, bp, ip, cp, ldc, groups, table, ad, mu, bounds)
+                    _requantized_tile(min(MR, out_w - j), width, ap, col_step, bp, ip, cp, ldc, groups, table, ad,
+                                      mu, bounds)
 
 
 _u8_at, _i8_at, _i32_at = _pointer_to(types.uint8), _pointer_to(types.int8), _pointer_to(types.int32)
