@@ -76,3 +76,18 @@ def test_agent_holds_during_calls_and_releases(workers):
     ((enabled, during, after), closed0), (_, closed1) = workers(2).run(_agent_states)
     assert enabled == _permitted() and during == enabled and not after
     assert not closed0 and not closed1  # shutdown gave the device back
+
+
+@pytest.mark.skipif(not _permitted() or not hasattr(os, "fork"), reason="needs the device and fork")
+def test_forked_child_lets_go():
+    before = _system_limit()
+    holder = _cpu_latency.Holder()
+    holder.touch()
+    pid = os.fork()
+    if pid == 0:  # the child: its copy of the file closed, its holder off
+        os._exit(0 if not holder.enabled and not holder.held else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert holder.held and _system_limit() == 0  # (the parent's request stands)
+    holder.close()
+    assert _system_limit() == before

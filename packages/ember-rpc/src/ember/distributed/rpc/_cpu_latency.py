@@ -13,10 +13,12 @@ import os
 import struct
 import threading
 import time
+import weakref
 
 DEVICE = "/dev/cpu_dma_latency"
 IDLE = 0.05  # seconds without a message after which the request is withdrawn
 _ZERO, _NONE = struct.pack("i", 0), struct.pack("i", 2_000_000_000)  # (the kernel's "no constraint")
+_HOLDERS = weakref.WeakSet()
 
 
 class Holder:
@@ -35,6 +37,8 @@ class Holder:
             os.write(self._fd, _NONE)
         except OSError:  # not Linux, no such device, or not permitted
             self.close()
+        else:
+            _HOLDERS.add(self)
 
     @property
     def enabled(self):
@@ -68,3 +72,16 @@ class Holder:
             fd, self._fd, self._held = self._fd, None, False
         if fd is not None:
             os.close(fd)  # (the kernel drops the request with its file)
+
+
+def _forget():
+    """A forked child closes its copies of the files: a request lives as long as any process holds its file, and
+    the child (a data loader's worker, say) has no agent of its own."""
+    for holder in list(_HOLDERS):
+        fd, holder._fd, holder._held = holder._fd, None, False
+        if fd is not None:
+            os.close(fd)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget)
