@@ -5,16 +5,11 @@ Tests marked ``gpu`` (and the ``cuda`` case of ``device``) are skipped when
 """
 import pytest
 
-import ember
+from ember.testing._pytest import skip_gpu_tests
 
 
 def pytest_collection_modifyitems(config, items):
-    if ember.cuda.is_available():
-        return
-    skip = pytest.mark.skip(reason=f"needs a CUDA GPU ({ember.cuda._driver_probe()[1]})")
-    for item in items:
-        if "gpu" in item.keywords:
-            item.add_marker(skip)
+    skip_gpu_tests(items)
 
 
 @pytest.fixture(params=["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])

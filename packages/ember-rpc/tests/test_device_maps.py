@@ -124,7 +124,7 @@ def _cpu_map(rank, world):
 
 
 def test_cpu_device_map_through_workers(workers):
-    from rpc_launch import free_port
+    from ember.distributed._testing import free_port
 
     res = workers(2).run(_cpu_map, env={f"PORT_{c}": str(free_port()) for c in "ABC"})
     for twins, failed, _ in res:

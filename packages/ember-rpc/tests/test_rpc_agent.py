@@ -234,7 +234,7 @@ def _options_and_reinit(rank, world):
 
 
 def test_reinit_after_shutdown(workers):
-    from rpc_launch import free_port
+    from ember.distributed._testing import free_port
 
     assert workers(2).run(_options_and_reinit, env={"NEXT_PORT": str(free_port())}) == [10, 11]
 

@@ -7,9 +7,8 @@ import sys
 import threading
 from pathlib import Path
 
-from rpc_launch import free_port
-
 import ember.distributed.rpc as rpc
+from ember.distributed._testing import free_port
 
 _never = threading.Event()
 

@@ -1,16 +1,19 @@
-"""Runs a test function on several real processes (ranks) on loopback, as torchrun would start them.
+"""Test support of ember-distributed and ember-rpc: a test function run on several real processes (ranks) on
+loopback, as torchrun would start them.
 
 ``RankPool(world_size)`` keeps ``world_size`` spawned processes; ``pool.run(fn, *args)`` calls
 ``fn(rank, world_size, *args)`` in each with torchrun's environment (MASTER_ADDR=127.0.0.1, a fresh free
 MASTER_PORT, RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE) and returns the per-rank results in rank order.
-Processes are reused between calls (a spawn that imports ember and torch costs seconds); after each call a
-process group left initialised (ember's or torch's) is destroyed, and a process that died is replaced.
-``run_ranks(fn, world_size, *args)`` does the same once, on processes of its own.
+Processes are reused between calls (a spawn that imports ember and torch costs seconds); after each call an RPC
+agent or a process group left running (ember's or torch's) is shut down at once, and a process that died is
+replaced. ``run_ranks(fn, world_size, *args)`` does the same once, on processes of its own.
 
 ``fn`` must be a module-level function of an importable module (spawned children import it by name). A rank that
 raises fails the call with that rank's traceback; a rank that hangs past ``timeout`` is killed and the call fails
 naming it. Results cross the process boundary by pickle: return NumPy arrays or plain values, not tensors.
+``pools()``: the pools of a test session, by size.
 """
+import contextlib
 import multiprocessing as mp
 import os
 import socket
@@ -28,7 +31,18 @@ def free_port():
 
 
 def _cleanup():
-    """Destroy a default process group a job left behind (ember's or torch's), so the next job can init."""
+    """Stop an RPC agent and destroy a default process group a job left behind (ember's or torch's), so the next
+    job can initialise."""
+    ember_rpc = sys.modules.get("ember.distributed.rpc.api")
+    torch_rpc = sys.modules.get("torch.distributed.rpc")
+    stops = (lambda: ember_rpc is not None and ember_rpc._agent is not None and ember_rpc.shutdown(graceful=False),
+             lambda: torch_rpc is not None and torch_rpc.api._is_current_rpc_agent_set() and torch_rpc.shutdown(
+                 graceful=False))
+    for stop in stops:
+        try:
+            stop()
+        except Exception:  # noqa: BLE001 - best effort: a broken agent must not take the worker down
+            pass
     for name in ("ember.distributed", "torch.distributed"):
         dist = sys.modules.get(name)
         try:
@@ -129,3 +143,20 @@ def run_ranks(fn, world_size, *args, **kwargs):
         return pool.run(fn, *args, **kwargs)
     finally:
         pool.close()
+
+
+@contextlib.contextmanager
+def pools():
+    """``get(n)``: a ``RankPool`` of ``n`` processes, made at the first ask and kept until the context exits (a
+    test session's fixture)."""
+    made = {}
+
+    def get(n):
+        if n not in made:
+            made[n] = RankPool(n)
+        return made[n]
+    try:
+        yield get
+    finally:
+        for pool in made.values():
+            pool.close()
