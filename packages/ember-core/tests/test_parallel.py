@@ -216,17 +216,16 @@ def test_expression_threshold(runs, n, split):
 
 
 def test_errstate_in_workers():
+    """Split ops run in a copy of the caller's context, where the registry turned NumPy's floating-point warnings
+    off (ember._quiet): none escapes from a helper thread either, whatever the caller's own errstate."""
     big = np.full(N, 1e30, np.float32)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        ember.tensor(np.full(N, -100.0, np.float32)).sigmoid()  # quiet op: exp overflows silently
+        ember.tensor(np.full(N, -100.0, np.float32)).sigmoid()  # exp overflows silently
         ember.tensor(big).exp()
-        with np.errstate(over="ignore"):
-            ember.tensor(big) * 1e30
-    with np.errstate(over="raise"), pytest.raises(FloatingPointError):
-        ember.tensor(big) * 1e30
-    with pytest.warns(RuntimeWarning, match="overflow"):
-        ember.tensor(big) * 1e30
+        assert bool(ember.isinf(ember.tensor(big) * 1e30).all())
+        with np.errstate(over="raise"):
+            assert bool(ember.isinf(ember.tensor(big) * 1e30).all())
 
 
 def _pair(shape, dtype=np.float32, seed=0):

@@ -5,7 +5,7 @@ import math
 
 import numpy as np
 
-from . import _backend, _extensions, _memory_format
+from . import _backend, _extensions, _memory_format, _quiet
 from . import _dtype as D
 from ._device import CPU, as_device
 from ._meta_array import MetaArray
@@ -207,7 +207,11 @@ def _from_data(data, dtype):
             elif arr.size == 0 and arr.dtype == np.float64:
                 arr = arr.astype(D.get_default_dtype().np)
     if dtype is not None:
-        arr = arr.astype(D.storage(dtype), copy=False)
+        token = _quiet.STATE.set(_quiet.IGNORE)  # (out-of-range values become inf, as in PyTorch: no warning)
+        try:
+            arr = arr.astype(D.storage(dtype), copy=False)
+        finally:
+            _quiet.STATE.reset(token)
     else:
         D.from_np(arr.dtype)  # TypeError for dtypes PyTorch has no tensor for
     return arr

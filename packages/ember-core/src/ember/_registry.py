@@ -28,7 +28,7 @@ import warnings
 
 import numpy as np
 
-from . import _backend, _parallel
+from . import _backend, _parallel, _quiet
 from . import _dtype as D
 from . import _promotion as P
 from ._dispatch import FORCED, RECORD, Call, run_layers
@@ -126,11 +126,15 @@ def factory(name):
 
 def _splitter(f, impl):
     """``f(*arrays)`` over the cores when the arrays split (``_parallel.ufunc``), with the errstate of ``impl``."""
-    quiet = getattr(impl, "quiet", False)
+    if not getattr(impl, "quiet", False):
+        return lambda *arrays, out=None: _parallel.ufunc(f, *arrays, out=out)
 
     def split(*arrays, out=None):
-        with np.errstate(all="ignore") if quiet else np.errstate():
+        token = _quiet.STATE.set(_quiet.IGNORE)
+        try:
             return _parallel.ufunc(f, *arrays, out=out)
+        finally:
+            _quiet.STATE.reset(token)
     return split
 
 
@@ -246,7 +250,16 @@ def _device_arrays(tensors):
 
 
 def elementwise_impl(call):
-    """Run an elementwise call: promotion, broadcasting checks, computation, result writing."""
+    """Run an elementwise call: promotion, broadcasting checks, computation, result writing (NumPy's floating-point
+    warnings off: see ``ember._quiet``)."""
+    token = _quiet.STATE.set(_quiet.IGNORE)
+    try:
+        return _elementwise_body(call)
+    finally:
+        _quiet.STATE.reset(token)
+
+
+def _elementwise_body(call):
     op, operands, mode = call.op, call.args, call.mode
     kwargs = call.kwargs
     if mode is None and not kwargs:  # operands of one storage dtype the implementation handles as is
@@ -486,8 +499,7 @@ def _make_elementwise(op, arity):
                 (other,), kwargs = _scalar_first(op, "_", (other,) + more, kwargs, 1)
             return _elementwise_slow(op, (self, other), kwargs, None, "inplace")
     else:
-        # (the operands of the implementation itself, under a decorator such as arithmetic.quiet)
-        n = getattr(op.impl, "__wrapped__", op.impl).__code__.co_argcount - 1
+        n = getattr(op.impl, "__wrapped__", op.impl).__code__.co_argcount - 1  # (see _make_function)
 
         def fn(*operands, out=None, **kwargs):
             if len(operands) > n and hasattr(op, "scalar_first_kw"):
@@ -518,7 +530,16 @@ def general_impl(call):
 
 
 def _general(op, args, kwargs, mode, out):
-    """``general_impl`` of a call given as its parts (the calls that meet no layer make no ``Call``)."""
+    """``general_impl`` of a call given as its parts (the calls that meet no layer make no ``Call``), NumPy's
+    floating-point warnings off (see ``ember._quiet``)."""
+    token = _quiet.STATE.set(_quiet.IGNORE)
+    try:
+        return _general_body(op, args, kwargs, mode, out)
+    finally:
+        _quiet.STATE.reset(token)
+
+
+def _general_body(op, args, kwargs, mode, out):
     arrays = []  # (the usual arguments, host tensors and plain values, unwrapped in one loop)
     for a in args:
         if type(a) is Tensor and type(a._data) is ndarray:
@@ -664,9 +685,10 @@ def _make_function(op):
     if op.kind == "factory":
         return op.impl
     if op.kind == "elementwise":
-        # the operands are the positional parameters after xp (read from the code object: cheap at import)
-        operands = op.impl.__code__.co_argcount - 1
-        fn = _make_elementwise(op, -1 if op.impl.__defaults__ else operands)
+        # the operands are the positional parameters after xp (read from the code object: cheap at import), of the
+        # implementation under a decorator such as ember._quiet.quiet
+        impl = getattr(op.impl, "__wrapped__", op.impl)
+        fn = _make_elementwise(op, -1 if impl.__defaults__ else impl.__code__.co_argcount - 1)
     else:
         fn = _make_general(op)
     fn.__name__ = fn.__qualname__ = op.name

@@ -1,26 +1,15 @@
 """Arithmetic: add, sub, mul, div and friends, pow, neg, abs, and the bitwise/logical operators."""
 import cmath
-import functools
 import math
 
 import numpy as np
 
 from .. import _dtype as D
 from .. import _loops, _parallel
+from .._quiet import quiet
 from .._registry import TORCH_NAME, compute_dtype, elementwise, integral_only
 from .._tensor import Tensor
 from .comparison import where
-
-
-def quiet(impl):
-    """Run ``impl`` with NumPy's floating-point warnings off: NaN/inf results are PyTorch's too. (Marked, so that
-    the registry's split of a declared ufunc runs quiet too.)"""
-    @functools.wraps(impl)
-    def run(*args, **kwargs):
-        with np.errstate(all="ignore"):
-            return impl(*args, **kwargs)
-    run.quiet = True
-    return run
 
 
 def saves(args=True, out=True):
@@ -51,6 +40,7 @@ def _alpha_rule(name):
 
 @elementwise("add", rule=_alpha_rule("add"), scalar_first=True, operators=("__add__", "__radd__", "__iadd__"),
              ufunc=np.add)
+@quiet
 def add(xp, a, b, *, alpha=1):
     """``input + alpha * other``."""
     return xp.add(a, b if alpha == 1 else b * alpha)
@@ -92,6 +82,7 @@ def _(ctx, g):
 
 @elementwise("sub", rule=_alpha_rule("sub"), scalar_first=True, operators=("__sub__", "__rsub__", "__isub__"),
              ufunc=np.subtract)
+@quiet
 def sub(xp, a, b, *, alpha=1):
     """``input - alpha * other``."""
     return xp.subtract(a, b if alpha == 1 else b * alpha)
@@ -110,6 +101,7 @@ def _(ctx, g):
 
 
 @elementwise("mul", scalar_first=True, operators=("__mul__", "__rmul__", "__imul__"), ufunc=np.multiply)
+@quiet
 def mul(xp, a, b):
     """Elementwise product."""
     return xp.multiply(a, b)
@@ -229,6 +221,7 @@ def _real_rule(kernel):
 
 @elementwise("floor_divide", rule=_real_rule("div_floor_cpu"), differentiable=False, scalar_first=True,
              operators=("__floordiv__", "__rfloordiv__", "__ifloordiv__"))
+@quiet
 def floor_divide(xp, a, b):
     """Division rounded toward negative infinity."""
     b = xp.asarray(b)
@@ -238,6 +231,7 @@ def floor_divide(xp, a, b):
 
 @elementwise("remainder", rule=_real_rule("remainder_cpu"), scalar_first=True,
              operators=("__mod__", "__rmod__", "__imod__"))
+@quiet
 def remainder(xp, a, b):
     """Python-style modulus: the result has the sign of the divisor."""
     b = xp.asarray(b)

@@ -359,6 +359,7 @@ def _(ctx, g):
 
 
 @elementwise("_tanh_backward", scalars=False, method=False, function=False, inplace=False)
+@quiet
 def _tanh_backward(xp, grad, output):
     """tanh's VJP ``grad * (1 - output**2)`` from tanh's output, as one op (a double backward then records one
     node, whose own VJP computes each gradient in few passes)."""
@@ -568,6 +569,7 @@ round.vjp(_zero_vjp)
 
 
 @elementwise("frac", rule=floating_rule("frac_cpu"))
+@quiet
 def frac(xp, a):
     """Fractional part: ``input - trunc(input)`` (keeps the sign)."""
     return a - xp.trunc(a)
@@ -593,6 +595,7 @@ sign.vjp(_zero_vjp)
 
 
 @elementwise("sgn")
+@quiet
 def sgn(xp, a):
     """``sign`` extended to complex numbers: ``input / |input|`` (0 at 0)."""
     if a.dtype.kind != "c":
@@ -768,6 +771,7 @@ def _(ctx, g):
 
 
 @elementwise("_sigmoid_backward", scalars=False, method=False, function=False, inplace=False)
+@quiet
 def _sigmoid_backward(xp, grad, output):
     """sigmoid's VJP ``grad * output * (1 - output)`` from sigmoid's output, as one op (see _tanh_backward)."""
     if not output.ndim:
