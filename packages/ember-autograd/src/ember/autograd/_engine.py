@@ -15,7 +15,7 @@ import numpy as np
 from numpy import ndarray
 
 import ember
-from ember import _memory_format
+from ember import _memory_format, _quiet
 from ember._backend import xp_of
 from ember._device import CPU
 from ember._dtype import FROM_NP
@@ -656,6 +656,9 @@ def run_backward(roots, grad_roots, retain_graph=False, create_graph=False, inpu
     enabled, mode.enabled = mode.enabled, create_graph
     callbacks = []
     outer, task.callbacks = task.callbacks, callbacks
+    # NumPy's floating-point warnings off, as in every op (ember._quiet): VJPs write some gradients with NumPy
+    # directly (an inf gradient is routine under a GradScaler)
+    quiet = _quiet.STATE.set(_quiet.IGNORE)
     try:
         while ready:
             node = heappop(ready)[2]
@@ -714,6 +717,7 @@ def run_backward(roots, grad_roots, retain_graph=False, create_graph=False, inpu
         for callback in callbacks:  # (the list may grow meanwhile: callbacks queued by callbacks run too)
             callback()
     finally:
+        _quiet.STATE.reset(quiet)
         mode.enabled = enabled
         task.callbacks = outer
     if inputs is not None:

@@ -12,7 +12,7 @@ from collections import OrderedDict, defaultdict
 import numpy as np
 
 import ember
-from ember import _backend
+from ember import _backend, _quiet
 from ember._tensor import Tensor
 
 __all__ = ["Optimizer", "register_optimizer_step_pre_hook", "register_optimizer_step_post_hook", "required"]
@@ -78,9 +78,11 @@ def _with_hooks(step):
                                        f"{res}.")
                 args, kwargs = res
         self._in_step = True
+        quiet = _quiet.STATE.set(_quiet.IGNORE)  # (steps compute with NumPy directly: quiet as the ops, ember._quiet)
         try:
             out = step(self, *args, **kwargs)
         finally:
+            _quiet.STATE.reset(quiet)
             self._in_step = False
         self._opt_called = True
         for hook in itertools.chain(self._step_post_hooks.values(), _global_post_hooks.values()):
