@@ -125,14 +125,15 @@ def conv(x, zero_point, weight, kernel, stride, padding, dilation):
     return np.moveaxis(result, -1, 1)
 
 
-_CONV_SIG = ("(uint8[:, :, :, ::1], int8[:, :, :, ::1], int32[::1], int64[::1], int32[:, ::1], intp, intp, intp, intp, "
-             "intp, intp)")
+_CONV_SIG = ("(uint8[:, :, :, ::1], int8[:, :, :, ::1], int32[::1], int64[::1], float32[::1], int32[:, ::1], intp, "
+             "intp, intp, intp, intp, intp)")
+_NO_PARAMS = np.zeros(0, np.float32)  # (conv_gemm's params when the sums are not requantized)
 
 
 def _conv_in_place(fn, x, zero_point, weight, kernel, stride, padding, dilation, result, work, params=None):
     """``conv``'s sums into ``result`` (N, out_h, out_w, O) by ``ember._qgemm_loops.conv_gemm``, which reads each
     window from the channels-last padded input itself (no copy of the windows); with ``params``, requantized in the
-    tiles (``conv_gemm_requantized``: ``result`` uint8)."""
+    tiles (``result`` uint8)."""
     n, c, h, w = x.shape
     b, col_sums = weight.packed()
     panels, groups, width = b.shape[:3]
@@ -149,8 +150,8 @@ def _conv_in_place(fn, x, zero_point, weight, kernel, stride, padding, dilation,
     rows = n * out_h * out_w
     target = result.reshape(rows, o)
     c_ = target if panels * width == o else np.empty((rows, panels * width), result.dtype)
-    args = (xl, b, init, offsets) + (() if params is None else (params,)) + (c_, out_h, out_w, stride[0] * wp * c4,
-                                                                            stride[1] * c4)
+    args = (xl, b, init, offsets, _NO_PARAMS if params is None else params, c_, out_h, out_w, stride[0] * wp * c4,
+            stride[1] * c4)
 
     def images(lo, hi):  # (padding and padding channels hold the zero point: they meet zero weights)
         xl[lo:hi] = zero_point
@@ -176,7 +177,7 @@ def _conv_spun(x, xl, b, init, offsets, params, c, out_h, out_w, steps, zero_poi
     if parts is None:
         return False
     from . import _numba_kernels  # (loaded by then: the parts use its run and serve)
-    params = np.zeros(1, np.float32) if params is None else params
+    params = _NO_PARAMS if params is None else params
     block = np.array([x.ctypes.data, *x.shape, xl.ctypes.data, *xl.shape[1:], b.ctypes.data, *b.shape[:3],
                       init.ctypes.data, offsets.ctypes.data, offsets.size, params.ctypes.data, params.size,
                       c.ctypes.data, *c.shape, out_h, out_w, *steps, zero_point, *padding], np.int64)
@@ -185,8 +186,7 @@ def _conv_spun(x, xl, b, init, offsets, params, c, out_h, out_w, steps, zero_poi
                           max(1, n // 8))
 
 
-_CONV_REQUANTIZED_SIG = ("(uint8[:, :, :, ::1], int8[:, :, :, ::1], int32[::1], int64[::1], float32[::1], "
-                         "uint8[:, ::1], intp, intp, intp, intp, intp, intp)")
+_CONV_REQUANTIZED_SIG = _CONV_SIG.replace("int32[:, ::1]", "uint8[:, ::1]")
 
 
 def conv_requantized(x, zero_point, weight, kernel, stride, padding, dilation, add, multiplier, out_zero_point, lo,
@@ -204,8 +204,7 @@ def conv_requantized(x, zero_point, weight, kernel, stride, padding, dilation, a
     work = n * int(np.prod(out)) * o * w.ints.shape[1]
     if not work:
         return None
-    fn = _jit.loop("ember._qgemm_loops", "conv_gemm_requantized", _CONV_REQUANTIZED_SIG, work, minimum=MIN_WORK,
-                   exact=True)
+    fn = _jit.loop("ember._qgemm_loops", "conv_gemm", _CONV_REQUANTIZED_SIG, work, minimum=MIN_WORK, exact=True)
     if fn is None:
         return None
     columns = w.packed()[0].shape[0] * w.packed()[0].shape[2]

@@ -177,43 +177,24 @@ def gemm(a, b, init, c, m0, m1, p0, p1):
 
 
 _conv_tile = _tiles(table=True)
-
-
-@numba.njit(cache=True, nogil=True)
-def conv_gemm(x, b, init, offsets, c, out_h, out_w, row_step, col_step, n0, n1):
-    """The sums of a 2-d convolution read in place from ``x``, its channels-last padded uint8 input (N, H, W, C4):
-    ``c[(n * out_h + y) * out_w + j] = init + sum over groups g of window(n, y, j)[4g:4g + 4] . b[g]`` for images
-    ``n0:n1``, where the window of output (y, j) starts ``y * row_step + j * col_step`` bytes into image n and its
-    group g lies ``offsets[g]`` bytes further (kernel offset and channels). Tiles are rows of one output line."""
-    groups, width, panels = b.shape[1], b.shape[2], b.shape[0]
-    ldc = c.shape[1]
-    image = x.shape[1] * x.shape[2] * x.shape[3]
-    table = offsets.ctypes.data
-    for n in range(n0, n1):
-        for y in range(out_h):
-            line = x.ctypes.data + n * image + y * row_step
-            first = (n * out_h + y) * out_w
-            for p in range(panels):
-                bp = b.ctypes.data + p * groups * width * 4
-                ip = init.ctypes.data + p * width * 4
-                for j in range(0, out_w, MR):
-                    ap = line + j * col_step
-                    cp = c.ctypes.data + ((first + j) * ldc + p * width) * 4
-                    _conv_tile(min(MR, out_w - j), width, ap, col_step, bp, ip, cp, ldc, groups, table)
-
-
 _requantized_tile = _tiles(table=True, requantize=True)
 
 
 @numba.njit(cache=True, nogil=True)
-def conv_gemm_requantized(x, b, init, offsets, params, c, out_h, out_w, row_step, col_step, n0, n1):
-    """``conv_gemm`` with the sums requantized in the tiles: ``c`` uint8 (rows, panels * width); ``params`` float32
-    holds ``add`` and ``multiplier`` per column (panels * width each), then zero point, lower and upper bound."""
+def conv_gemm(x, b, init, offsets, params, c, out_h, out_w, row_step, col_step, n0, n1):
+    """The sums of a 2-d convolution read in place from ``x``, its channels-last padded uint8 input (N, H, W, C4):
+    ``c[(n * out_h + y) * out_w + j] = init + sum over groups g of window(n, y, j)[4g:4g + 4] . b[g]`` for images
+    ``n0:n1``, where the window of output (y, j) starts ``y * row_step + j * col_step`` bytes into image n and its
+    group g lies ``offsets[g]`` bytes further (kernel offset and channels). Tiles are rows of one output line.
+    ``params`` empty: ``c`` int32 (rows, panels * width) takes the sums; else the sums are requantized in the tiles
+    into ``c`` uint8, ``params`` (float32) holding ``add`` and ``multiplier`` per column (panels * width each), then
+    the zero point, lower and upper bound."""
     groups, width, panels = b.shape[1], b.shape[2], b.shape[0]
     ldc = c.shape[1]
     image = x.shape[1] * x.shape[2] * x.shape[3]
     table = offsets.ctypes.data
     columns = panels * width
+    requantize = params.size > 0
     bounds = params.ctypes.data + 2 * columns * 4
     for n in range(n0, n1):
         for y in range(out_h):
@@ -226,9 +207,12 @@ def conv_gemm_requantized(x, b, init, offsets, params, c, out_h, out_w, row_step
                 mu = params.ctypes.data + (columns + p * width) * 4
                 for j in range(0, out_w, MR):
                     ap = line + j * col_step
-                    cp = c.ctypes.data + (first + j) * ldc + p * width
-                    _requantized_tile(min(MR, out_w - j), width, ap, col_step, bp, ip, cp, ldc, groups, table, ad,
-                                      mu, bounds)
+                    cp = c.ctypes.data + ((first + j) * ldc + p * width) * c.itemsize
+                    if requantize:
+                        _requantized_tile(min(MR, out_w - j), width, ap, col_step, bp, ip, cp, ldc, groups, table,
+                                          ad, mu, bounds)
+                    else:
+                        _conv_tile(min(MR, out_w - j), width, ap, col_step, bp, ip, cp, ldc, groups, table)
 
 
 _u8_at, _i8_at, _i32_at = _pointer_to(types.uint8), _pointer_to(types.int8), _pointer_to(types.int32)
@@ -272,14 +256,15 @@ def _conv_arrays(block):
 def _conv_part(block, lo, hi):
     x, xl, b, init, offsets, params, w = _conv_arrays(block)
     pad_channels_last(x, w[25], w[26], w[27], xl, lo, hi)
-    conv_gemm(xl, b, init, offsets, numba.carray(_i32_at(w[18]), (w[19], w[20])), w[21], w[22], w[23], w[24], lo, hi)
+    conv_gemm(xl, b, init, offsets, params, numba.carray(_i32_at(w[18]), (w[19], w[20])), w[21], w[22], w[23], w[24],
+              lo, hi)
 
 
 def _conv_requantized_part(block, lo, hi):
     x, xl, b, init, offsets, params, w = _conv_arrays(block)
     pad_channels_last(x, w[25], w[26], w[27], xl, lo, hi)
-    conv_gemm_requantized(xl, b, init, offsets, params, numba.carray(_u8_at(w[18]), (w[19], w[20])), w[21], w[22],
-                          w[23], w[24], lo, hi)
+    conv_gemm(xl, b, init, offsets, params, numba.carray(_u8_at(w[18]), (w[19], w[20])), w[21], w[22], w[23], w[24],
+              lo, hi)
 
 
 def _rows_part(block, lo, hi):
@@ -296,7 +281,8 @@ class _Parts:
     """C-callable parts ``part(block, lo, hi)`` of ``gemm`` that ``ember._parallel.spun`` runs on its spinning
     helpers (with ember._numba_kernels' run and serve): "rows" takes tiles of MR rows lo:hi, "panels" panels lo:hi
     (``block``, int64: a's address, M, K4, b's address, panels, groups, width, init's and c's addresses, and c's row
-    length); "conv" and "conv_requantized" pad images lo:hi channels last and run ``conv_gemm(_requantized)`` on them
+    length); "conv" and "conv_requantized" pad images lo:hi channels last and run ``conv_gemm`` on them (int32 sums,
+    or requantized uint8)
     (``block``: x's address and shape (N, C, H, W), xl's address, H', W', C4, b's address, panels, groups, width,
     init's address, offsets' address and length, params' address and length, c's address, rows and row length,
     out_h, out_w, row_step, col_step, the zero point, top and left padding). ``compile(key)`` makes one; its address
