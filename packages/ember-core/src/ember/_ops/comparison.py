@@ -1,4 +1,6 @@
 """Comparisons, where, clamp, maximum/minimum and whole-tensor equality tests."""
+import math
+
 import numpy as np
 
 from .. import _dtype as D
@@ -117,6 +119,24 @@ def _as_array(xp, v, dtype):
     return v.astype(dtype, copy=False) if hasattr(v, "ndim") else xp.asarray(v, dtype=dtype)
 
 
+# Elements from which a host ``where`` selects with bit masks: NumPy's np.where branches per element, and a
+# condition of no pattern (ReLU's, in a backward pass) costs it a misprediction every other element (256x512 float32,
+# random condition: 467 us; masks: 59, bfloat16 27)
+SELECT_MIN = 1 << 12
+_UNSIGNED = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+
+
+def _select(condition, x, y, unsigned, shape):
+    """``np.where(condition, x, y)`` bit for bit, without branches: ``(x & m) | (y & ~m)`` on the unsigned views,
+    ``m`` all ones where ``condition`` holds (``shape``: the operands' broadcast shape)."""
+    m = np.broadcast_to(condition, shape).view(np.uint8).astype(unsigned)
+    np.negative(m, out=m)
+    r = np.bitwise_and(x.view(unsigned), m)
+    np.invert(m, out=m)
+    np.bitwise_and(y.view(unsigned), m, out=m)
+    return np.bitwise_or(r, m, out=r).view(x.dtype)
+
+
 @op("where", method=True)
 def where(xp, condition, input=None, other=None):
     """``input`` where ``condition`` holds, else ``other``; ``where(condition)`` is ``nonzero(as_tuple=True)``."""
@@ -127,10 +147,14 @@ def where(xp, condition, input=None, other=None):
                            f"{TORCH_NAME[D.from_np(condition.dtype)]}")
     rdt = D.storage(P.array_result_type(input, other))
     x, y = _as_array(xp, input, rdt), _as_array(xp, other, rdt)
-    P.broadcast_shapes(condition.shape, x.shape, y.shape)
-    if xp is np:
-        return np.where(condition, x, y)
-    return _WHERE(condition, x, y)
+    shape = P.broadcast_shapes(condition.shape, x.shape, y.shape)
+    if xp is not np:
+        return _WHERE(condition, x, y)
+    unsigned = _UNSIGNED.get(x.dtype.itemsize)
+    if unsigned is not None and math.prod(shape) >= SELECT_MIN and condition.flags.c_contiguous and \
+            x.flags.c_contiguous and y.flags.c_contiguous:
+        return _select(condition, x, y, unsigned, shape)
+    return np.where(condition, x, y)
 
 
 @where.vjp
