@@ -126,16 +126,9 @@ def factory(name):
 
 def _splitter(f, impl):
     """``f(*arrays)`` over the cores when the arrays split (``_parallel.ufunc``), with the errstate of ``impl``."""
-    if not getattr(impl, "quiet", False):
-        return lambda *arrays, out=None: _parallel.ufunc(f, *arrays, out=out)
-
     def split(*arrays, out=None):
-        token = _quiet.STATE.set(_quiet.IGNORE)
-        try:
-            return _parallel.ufunc(f, *arrays, out=out)
-        finally:
-            _quiet.STATE.reset(token)
-    return split
+        return _parallel.ufunc(f, *arrays, out=out)
+    return _quiet.quiet(split) if getattr(impl, "quiet", False) else split
 
 
 # ---- dtype rules of elementwise ops ----------------------------------------------------------
@@ -249,17 +242,10 @@ def _device_arrays(tensors):
     return _backend.cupy()
 
 
+@_quiet.quiet
 def elementwise_impl(call):
     """Run an elementwise call: promotion, broadcasting checks, computation, result writing (NumPy's floating-point
     warnings off: see ``ember._quiet``)."""
-    token = _quiet.STATE.set(_quiet.IGNORE)
-    try:
-        return _elementwise_body(call)
-    finally:
-        _quiet.STATE.reset(token)
-
-
-def _elementwise_body(call):
     op, operands, mode = call.op, call.args, call.mode
     kwargs = call.kwargs
     if mode is None and not kwargs:  # operands of one storage dtype the implementation handles as is
@@ -529,17 +515,10 @@ def general_impl(call):
     return _general(call.op, call.args, call.kwargs, call.mode, call.out)
 
 
+@_quiet.quiet
 def _general(op, args, kwargs, mode, out):
     """``general_impl`` of a call given as its parts (the calls that meet no layer make no ``Call``), NumPy's
     floating-point warnings off (see ``ember._quiet``)."""
-    token = _quiet.STATE.set(_quiet.IGNORE)
-    try:
-        return _general_body(op, args, kwargs, mode, out)
-    finally:
-        _quiet.STATE.reset(token)
-
-
-def _general_body(op, args, kwargs, mode, out):
     arrays = []  # (the usual arguments, host tensors and plain values, unwrapped in one loop)
     for a in args:
         if type(a) is Tensor and type(a._data) is ndarray:

@@ -6,7 +6,7 @@ loopback, as torchrun would start them.
 MASTER_PORT, RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE) and returns the per-rank results in rank order.
 Processes are reused between calls (a spawn that imports ember and torch costs seconds); after each call an RPC
 agent or a process group left running (ember's or torch's) is shut down at once, and a process that died is
-replaced. ``run_ranks(fn, world_size, *args)`` does the same once, on processes of its own.
+replaced.
 
 ``fn`` must be a module-level function of an importable module (spawned children import it by name). A rank that
 raises fails the call with that rank's traceback; a rank that hangs past ``timeout`` is killed and the call fails
@@ -35,14 +35,16 @@ def _cleanup():
     job can initialise."""
     ember_rpc = sys.modules.get("ember.distributed.rpc.api")
     torch_rpc = sys.modules.get("torch.distributed.rpc")
-    stops = (lambda: ember_rpc is not None and ember_rpc._agent is not None and ember_rpc.shutdown(graceful=False),
-             lambda: torch_rpc is not None and torch_rpc.api._is_current_rpc_agent_set() and torch_rpc.shutdown(
-                 graceful=False))
-    for stop in stops:
-        try:
-            stop()
-        except Exception:  # noqa: BLE001 - best effort: a broken agent must not take the worker down
-            pass
+    try:
+        if ember_rpc is not None and ember_rpc._agent is not None:
+            ember_rpc.shutdown(graceful=False)
+    except Exception:  # noqa: BLE001 - best effort: a broken agent must not take the worker down
+        pass
+    try:
+        if torch_rpc is not None and torch_rpc.api._is_current_rpc_agent_set():
+            torch_rpc.shutdown(graceful=False)
+    except Exception:  # noqa: BLE001 - best effort
+        pass
     for name in ("ember.distributed", "torch.distributed"):
         dist = sys.modules.get(name)
         try:
@@ -134,15 +136,6 @@ class RankPool:
             if p.is_alive():
                 p.kill()
                 p.join()
-
-
-def run_ranks(fn, world_size, *args, **kwargs):
-    """``RankPool(world_size).run(fn, *args, **kwargs)`` on processes started for this call alone."""
-    pool = RankPool(world_size)
-    try:
-        return pool.run(fn, *args, **kwargs)
-    finally:
-        pool.close()
 
 
 @contextlib.contextmanager

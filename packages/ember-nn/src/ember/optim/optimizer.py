@@ -66,6 +66,8 @@ def register_optimizer_step_post_hook(hook):
 
 def _with_hooks(step):
     """Runs the step pre/post hooks around ``step`` (once, also when a subclass calls super().step())."""
+    quiet_step = _quiet.quiet(step)  # (steps compute with NumPy directly: quiet as the ops, see ember._quiet)
+
     @functools.wraps(step)
     def wrapper(self, *args, **kwargs):
         if self.__dict__.get("_in_step"):
@@ -78,11 +80,9 @@ def _with_hooks(step):
                                        f"{res}.")
                 args, kwargs = res
         self._in_step = True
-        quiet = _quiet.STATE.set(_quiet.IGNORE)  # (steps compute with NumPy directly: quiet as the ops, ember._quiet)
         try:
-            out = step(self, *args, **kwargs)
+            out = quiet_step(self, *args, **kwargs)
         finally:
-            _quiet.STATE.reset(quiet)
             self._in_step = False
         self._opt_called = True
         for hook in itertools.chain(self._step_post_hooks.values(), _global_post_hooks.values()):

@@ -29,6 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from ember._serialization import _rebuild_plain
+from ember._tensor import Tensor
 from ember.distributed._errors import DistBackendError
 from ember.distributed._transport import SLOT, SLOTS, Message, PeerError, Transport
 from ember.futures import Future
@@ -137,16 +138,12 @@ def _rebuild_small(data, dtype, shape, requires_grad):
     return _rebuild_plain(np.frombuffer(data, dtype).reshape(shape), requires_grad)
 
 
-_TABLE = _Table()
+_TABLE = _Table({Tensor: _reduce_tensor})
 
 
 def _dumps(obj, mapping=None):
     """Frames of ``obj``: its pickle, then its large buffers (out of band: never copied into the pickle).
     ``mapping``: (device map, destination name, whether a response), to move CUDA tensors (see ``_devmap``)."""
-    if not _TABLE:
-        from ember import Tensor
-
-        _TABLE[Tensor] = _reduce_tensor
     buffers = []
 
     def out_of_band(b):
