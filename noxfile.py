@@ -12,7 +12,7 @@ package's fast subset: the root conftest.py leaves out the test modules that nee
 declared dependencies is proved on 3.11 (one environment per Python instead of one per package saves CI minutes).
 
 Each session builds its own fresh environment (CI runs in a fresh clone): nothing is shared
-between sessions except pip's download cache.
+between sessions except pip's download cache. A session that passed removes its environment (see _release).
 """
 import glob
 import os
@@ -58,6 +58,14 @@ _find_pythons()
 # The default matrix; `bench` is run on request only. A pytest session runs last so that the run's
 # closing lines are a test summary.
 nox.options.sessions = ["lint", "docs", "kernels", "tests", "compat", "integration"]
+
+
+def _release(session):
+    """Remove a passed session's environment unless it is to be reused (``nox -r``). Environments are rebuilt on
+    every run, and kept they add up: the whole matrix held 16 GB of disk, one session at a time needs 1.4 GB (a CI
+    run failed with a full disk). A failed session keeps its environment for inspection."""
+    if not session.virtualenv.reuse_existing:
+        shutil.rmtree(session.virtualenv.location, ignore_errors=True)
 
 
 def _req_name(req):
@@ -146,6 +154,7 @@ def tests(session, package):
             session.install("--no-compile", *_editable(_closure(dist)))
             # exit code 5: no test of this package carries the marker
             session.run("pytest", _tests_dir(package), "-m", marker, *session.posargs, success_codes=[0, 5])
+    _release(session)
 
 
 @nox.session(python=[v for v in PYTHONS if v != ORACLE_PYTHON])
@@ -158,6 +167,7 @@ def compat(session):
     for package in TESTED:
         # exit code 5: every test module of the package needs torch
         session.run("pytest", _tests_dir(package), "-m", "not slow", *session.posargs, success_codes=[0, 5])
+    _release(session)
 
 
 @nox.session
@@ -179,12 +189,14 @@ def integration(session):
     # need packages it does not depend on)
     session.run("pytest", "integration_tests", "packages/ember-nn/tests/test_docs_examples.py", *session.posargs,
                 env={"EMBER_WHEELHOUSE": str(wheelhouse)})
+    _release(session)
 
 
 @nox.session
 def lint(session):
     session.install("ruff")
     session.run("ruff", "check", ".")
+    _release(session)
 
 
 @nox.session
@@ -192,6 +204,7 @@ def kernels(session):
     """Compile every registered CuPy kernel of every package with NVRTC (sm_80, sm_90); no GPU needed."""
     session.install("cupy-cuda12x", "nvidia-cuda-nvrtc-cu12", *_editable(ALL))
     session.run("python", "packages/ember-core/tools/compile_kernels.py", *session.posargs)
+    _release(session)
 
 
 @nox.session
@@ -201,6 +214,7 @@ def docs(session):
     session.install("mkdocs", "mkdocs-material", "mkdocstrings[python]", "ruff", *_editable(ALL))
     site = Path(session.create_tmp()).resolve() / "site"
     session.run("mkdocs", "build", "--strict", "--clean", "-d", str(site))
+    _release(session)
 
 
 @nox.session  # not in nox.options.sessions: run with `nox -s bench`
