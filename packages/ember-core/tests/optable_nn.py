@@ -5,6 +5,7 @@ import math
 import numpy as np
 import torch
 from optable import ALL, DT, FLOATS, NC, Line, T, fn, values
+from optable_pointwise import complex_unary
 
 from ember._registry import REGISTRY
 
@@ -256,6 +257,10 @@ LINES += [
          dtypes=FLOATS),
     Line("softsign", nnf("softsign"), acts(), dtypes=ALL, limits={math.inf: 1.0, -math.inf: -1.0}),
     Line("tanhshrink", nnf("tanhshrink"), acts(), dtypes=ALL),
+    # complex inputs stay complex (their gradients: ember-autograd's test_complex_gradients.py)
+    Line("softsign(complex)", nnf("softsign"), complex_unary, dtypes=F64, grad=False,
+         limits={math.inf: 1.0, -math.inf: -1.0}),
+    Line("tanhshrink(complex)", nnf("tanhshrink"), complex_unary, dtypes=F64, grad=False),
     Line("softshrink", nnf("softshrink"), acts({"lambd": 1.5}, {"lambd": -1.0}), dtypes=ALL),
     Line("log_sigmoid", nnf("log_sigmoid", "logsigmoid"), acts(), dtypes=ALL),
     Line("glu", nnf("glu"), glus, dtypes=ALL),

@@ -358,6 +358,8 @@ def hardtanh(xp, input, min_val=-1.0, max_val=1.0):
         raise ValueError("min_val cannot be greater than max_val")
     if input.dtype.kind == "b":
         raise RuntimeError("Bool inputs not supported for hardtanh")
+    if input.dtype.kind == "c":  # (NumPy orders complex numbers by real part, then imaginary)
+        raise NotImplementedError("clamp is not supported for complex types")
     x = up(input)
     lo, hi = (x.dtype.type(int(v) if x.dtype.kind in "iu" else v) for v in (min_val, max_val))
     return xp.where(x < lo, lo, xp.where(x > hi, hi, x)).astype(input.dtype, copy=False)
@@ -447,8 +449,8 @@ def _(ctx, gg):
 
 
 def _in_float(input, fn):
-    """``fn`` of ``input`` in floating point: integers give the default float, half types round back."""
-    is_float = input.dtype.kind in "fV"
+    """``fn`` of ``input`` in floating point: integers give the default float, half types round back, complex stays."""
+    is_float = input.dtype.kind in "fVc"
     x = up(input) if is_float else input.astype(D.get_default_dtype().np)
     return fn(x).astype(input.dtype if is_float else x.dtype, copy=False)
 
@@ -460,12 +462,20 @@ def softsign(xp, input):
     if input.dtype.kind == "b":
         raise NotImplementedError("\"abs_cpu\" not implemented for 'Bool'")
     def softsign_of(x):
-        x = xp.clip(x, *_finite_range(x))  # so that +-inf give their limits +-1, not inf / inf
+        if x.dtype.kind != "c":  # (a complex infinity gives NaN, as in PyTorch)
+            x = xp.clip(x, *_finite_range(x))  # so that +-inf give their limits +-1, not inf / inf
         return x / (1 + xp.abs(x))
     return _in_float(input, softsign_of)
 
 
-pointwise_vjp(softsign, lambda input: 1 / (1 + input.abs()) - input * input.sign() / (1 + input.abs()) ** 2)
+@softsign.vjp
+def _(ctx, g):
+    x = bound(ctx, softsign)["input"]
+    r = 1 + x.abs()
+    if not x.is_complex():
+        return grads(ctx, softsign, input=g * (1 / r - x * x.sign() / r ** 2))
+    # x / (1 + |x|) is not holomorphic: the conjugate of its z-derivative takes g, its conj(z)-derivative conj(g)
+    return grads(ctx, softsign, input=g / r - (g * (r - 1) + g.conj() * x * x.sgn()) / (2 * r ** 2))
 
 
 @op("tanhshrink", method=False, function=False)
@@ -477,7 +487,7 @@ def tanhshrink(xp, input):
     return _in_float(input, lambda x: x - xp.tanh(x))
 
 
-pointwise_vjp(tanhshrink, lambda input: input.tanh() ** 2)
+pointwise_vjp(tanhshrink, lambda input: (input.tanh() ** 2).conj())  # (holomorphic: the conjugate derivative)
 
 
 @activation("softshrink", "softshrink_cpu")

@@ -585,6 +585,9 @@ def _(ctx, g):
 @elementwise("sign")
 def sign(xp, a):
     """-1, 0 or 1 by the sign of each element (0 for NaN, as PyTorch)."""
+    if a.dtype.kind == "c":  # (NumPy's sign of a complex number is sgn's)
+        raise NotImplementedError("Unlike NumPy, torch.sign is not intended to support complex numbers. Please use "
+                                  "torch.sgn instead.")
     if a.dtype.kind == "b":
         return a.copy()
     s = xp.sign(a)

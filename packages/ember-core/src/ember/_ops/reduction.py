@@ -12,6 +12,7 @@ from .._parallel import pool
 from .._registry import TORCH_NAME, compute_dtype, op
 from .._tensor import Tensor
 from .comparison import maximum, minimum, where
+from .pointwise import not_implemented
 from .shape import cat
 
 _HALF = (np.dtype(np.float16), D.bfloat16.np)
@@ -372,6 +373,8 @@ amin.vjp(amax.vjp_fn)
 @op("aminmax", returns=("min", "max"))
 def aminmax(xp, input, *, dim=None, keepdim=False):
     """(smallest, largest) element over one dim or all elements."""
+    if input.dtype.kind == "c":
+        raise not_implemented("aminmax_cpu", dtype_of(input))
     axes = None if dim is None else (one_dim(dim, input.ndim),)
     if input.size == 0 and (axes is None or input.ndim == 0 or input.shape[axes[0]] == 0):
         raise RuntimeError("aminmax(): cannot compute aminmax over an empty dimension as the operation has no "

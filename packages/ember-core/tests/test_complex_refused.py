@@ -1,0 +1,36 @@
+"""Ops that order or clamp elements refuse complex inputs as PyTorch does (same exception type and message),
+where NumPy would order complex numbers by real part, then imaginary, and return a value PyTorch never gives."""
+import numpy as np
+import pytest
+import torch
+
+import ember
+from ember._registry import REGISTRY
+
+Z = np.array([1 + 1j, 2j, -1 - 0.5j, 3 + 0j], dtype=np.complex64)
+R = np.array([-1.0, 0.5, 2.0], dtype=np.float32)
+
+CASES = {
+    "sign": lambda m, z, r: m.sign(z),
+    "sign_": lambda m, z, r: z.clone().sign_(),
+    "hardtanh": lambda m, z, r: m.nn.functional.hardtanh(z) if m is torch else REGISTRY["hardtanh"].fn(z),
+    "relu6": lambda m, z, r: m.nn.functional.relu6(z) if m is torch else REGISTRY["hardtanh"].fn(z, 0.0, 6.0),
+    "unique": lambda m, z, r: m.unique(z),
+    "unique(dim)": lambda m, z, r: m.unique(z, dim=0),
+    "unique_consecutive": lambda m, z, r: m.unique_consecutive(z),
+    "searchsorted(values)": lambda m, z, r: m.searchsorted(r, z),
+    "searchsorted(sequence)": lambda m, z, r: m.searchsorted(z, r),
+    "bucketize": lambda m, z, r: m.bucketize(z, r),
+    "aminmax": lambda m, z, r: m.aminmax(z),
+    "isin": lambda m, z, r: m.isin(z, r),
+}
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_complex_input_refused_like_torch(name):
+    call = CASES[name]
+    with pytest.raises(Exception) as expected:
+        call(torch, torch.from_numpy(Z), torch.from_numpy(R))
+    with pytest.raises(type(expected.value)) as got:
+        call(ember, ember.from_numpy(Z), ember.from_numpy(R))
+    assert str(got.value) == str(expected.value)
