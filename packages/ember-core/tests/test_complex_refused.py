@@ -1,4 +1,4 @@
-"""Ops that order or clamp elements refuse complex inputs as PyTorch does (same exception type and message),
+"""Ops that order or clamp elements, and losses without complex kernels, refuse complex inputs as PyTorch does (same exception type and message),
 where NumPy would order complex numbers by real part, then imaginary, and return a value PyTorch never gives."""
 import numpy as np
 import pytest
@@ -23,7 +23,16 @@ CASES = {
     "bucketize": lambda m, z, r: m.bucketize(z, r),
     "aminmax": lambda m, z, r: m.aminmax(z),
     "isin": lambda m, z, r: m.isin(z, r),
+    "binary_cross_entropy": lambda m, z, r: _loss(m, "binary_cross_entropy")(z, z),
+    "kl_div": lambda m, z, r: _loss(m, "kl_div")(z, z, reduction="sum" if m is torch else 2),
+    "hinge_embedding_loss": lambda m, z, r: _loss(m, "hinge_embedding_loss")(z, m.ones(4)),
+    "margin_ranking_loss": lambda m, z, r: _loss(m, "margin_ranking_loss")(z, z, m.ones(4)),
+    "normal(complex std)": lambda m, z, r: m.normal(z, z),
 }
+
+
+def _loss(m, name):
+    return getattr(m.nn.functional, name) if m is torch else REGISTRY[name].fn
 
 
 @pytest.mark.parametrize("name", CASES)

@@ -559,6 +559,8 @@ def _normal_tensors(xp, mean, std, *, generator=None):
     arrays = [a for a in (mean, std) if hasattr(a, "ndim")]
     dtype = _dtype_of(arrays[0])
     if hasattr(std, "ndim"):
+        if std.dtype.kind == "c":  # (std < 0 would order complex numbers)
+            raise RuntimeError("normal expects standard deviation to be non-complex")
         if bool((std < 0).any()):
             raise RuntimeError("normal expects all elements of std >= 0.0")
     else:

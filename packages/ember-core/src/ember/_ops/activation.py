@@ -15,7 +15,7 @@ from .._random import generator_for
 from .._registry import TORCH_NAME, op
 from .._tensor import Tensor
 from .arithmetic import saves, wanted
-from .comparison import where
+from .comparison import NO_COMPLEX_CLAMP, where
 from .pointwise import _elu, _elu_grad, quiet
 
 _HALF = (np.dtype(np.float16), D.bfloat16.np)
@@ -359,7 +359,7 @@ def hardtanh(xp, input, min_val=-1.0, max_val=1.0):
     if input.dtype.kind == "b":
         raise RuntimeError("Bool inputs not supported for hardtanh")
     if input.dtype.kind == "c":  # (NumPy orders complex numbers by real part, then imaginary)
-        raise NotImplementedError("clamp is not supported for complex types")
+        raise NotImplementedError(NO_COMPLEX_CLAMP)
     x = up(input)
     lo, hi = (x.dtype.type(int(v) if x.dtype.kind in "iu" else v) for v in (min_val, max_val))
     return xp.where(x < lo, lo, xp.where(x > hi, hi, x)).astype(input.dtype, copy=False)

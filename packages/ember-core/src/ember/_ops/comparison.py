@@ -9,6 +9,8 @@ from .. import _promotion as P
 from .._registry import TORCH_NAME, compute_dtype, elementwise, op
 from .._tensor import Tensor
 
+NO_COMPLEX_CLAMP = "clamp is not supported for complex types"  # (clamp and the ops made of it)
+
 
 def _ordered_rule(name):
     """Order comparisons: bool result; complex operands have no order."""
@@ -180,7 +182,7 @@ def clamp(xp, input, min=None, max=None):
         raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
     rd = P.array_result_type(input, min, max)
     if rd.is_complex:
-        raise NotImplementedError("clamp is not supported for complex types")
+        raise NotImplementedError(NO_COMPLEX_CLAMP)
     if rd is D.bool:
         raise NotImplementedError("\"clamp_cpu\" not implemented for 'Bool'")
     cd = compute_dtype(rd)

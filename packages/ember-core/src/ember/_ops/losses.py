@@ -12,8 +12,9 @@ from .._registry import op
 from .._tensor import Tensor
 from .activation import bound, grads, tname, up
 from .arithmetic import no_graph, quiet
-from .comparison import where
+from .comparison import NO_COMPLEX_CLAMP, where
 from .nn_misc import pairwise_distance
+from .pointwise import refuse_complex
 
 
 # ---- shared helpers ------------------------------------------------------------------------------
@@ -78,6 +79,7 @@ def binary_cross_entropy(xp, input, target, weight=None, reduction=0):
     """``-w * (t * log(x) + (1 - t) * log(1 - x))``, each logarithm clamped at -100 (torch's
     nn.functional.binary_cross_entropy; ember-nn checks the input's range)."""
     reduction = _reduction("binary_cross_entropy", reduction)
+    refuse_complex("binary_cross_entropy", input, target)
     rd, (x, t) = _floats(input, target)
     loss = (t - 1) * xp.maximum(xp.log1p(-x), -100) - t * xp.maximum(xp.log(x), -100)
     if weight is not None:
@@ -229,6 +231,7 @@ def kl_div(xp, input, target, reduction=0, *, log_target=False):
     reduction = _reduction("kl_div", reduction)
     if input.dtype.kind in "biu" or target.dtype.kind in "biu":
         raise RuntimeError("kl_div: Integral inputs not supported.")
+    refuse_complex(RuntimeError("kl_div: Complex inputs not supported."), input, target)
     rd, (x, t) = _floats(input, target)
     if log_target:
         loss = xp.exp(t) * (t - x)
@@ -254,6 +257,7 @@ def _(ctx, g):
 def hinge_embedding_loss(xp, input, target, margin=1.0, reduction=0):
     """``input`` where ``target`` is 1, ``max(0, margin - input)`` where it is -1 (both elsewhere)."""
     reduction = _reduction("hinge_embedding_loss", reduction)
+    refuse_complex(NotImplementedError(NO_COMPLEX_CLAMP), input)
     shape = P.broadcast_shapes(input.shape, target.shape)
     rd, x = input.dtype, up(input)
     loss = xp.where(target != 1, xp.maximum(margin - x, 0), 0) + xp.where(target != -1, x, 0)
@@ -273,6 +277,7 @@ def margin_ranking_loss(xp, input1, input2, target, margin=0.0, reduction=0):
     """``max(0, -target * (input1 - input2) + margin)``: ``input1`` should rank above ``input2`` where
     ``target`` is 1, below where it is -1."""
     reduction = _reduction("margin_ranking_loss", reduction)
+    refuse_complex(NotImplementedError(NO_COMPLEX_CLAMP), input1, input2, target)
     rd, (x1, x2, t) = _floats(input1, input2, target)
     return _reduce(xp.maximum(-t * (x1 - x2) + margin, 0), reduction, rd)
 

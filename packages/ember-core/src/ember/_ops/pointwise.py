@@ -12,7 +12,7 @@ from .._registry import TORCH_NAME, compute_dtype, elementwise, op
 from .._tensor import Tensor
 from .arithmetic import abs as abs_op
 from .arithmetic import into_grad, neg, quiet, saves, wanted
-from .comparison import clamp, where
+from .comparison import NO_COMPLEX_CLAMP, clamp, where
 
 _HALF = (D.float16, D.bfloat16)
 _PLAIN = (np.dtype(np.float32), np.dtype(np.float64))
@@ -45,6 +45,16 @@ def _plain_pair(g, y):
 
 def not_implemented(kernel, p):
     return NotImplementedError(f"\"{kernel}\" not implemented for '{TORCH_NAME[p]}'")
+
+
+def refuse_complex(what, *operands):
+    """PyTorch's error for complex operands of an op that has no complex kernel, where NumPy would compute in
+    complex or order complex numbers (by real part, then imaginary) and return values PyTorch never gives.
+    ``what``: the kernel's name (NotImplementedError naming it and the dtype) or the exception itself. Operands that
+    are not arrays pass."""
+    for v in operands:
+        if getattr(v, "dtype", None) is not None and v.dtype.kind == "c":
+            raise not_implemented(what, D.FROM_NP[v.dtype]) if isinstance(what, str) else what
 
 
 def floating_rule(kernel, complex_ok=False):
@@ -715,7 +725,7 @@ def _relu_rule(p, dtypes, **kwargs):
     if p is D.bool:
         raise RuntimeError("Boolean inputs not supported for relu")
     if p.is_complex:
-        raise NotImplementedError("clamp is not supported for complex types")
+        raise NotImplementedError(NO_COMPLEX_CLAMP)
     return compute_dtype(p), p
 
 

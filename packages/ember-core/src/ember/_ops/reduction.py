@@ -12,7 +12,7 @@ from .._parallel import pool
 from .._registry import TORCH_NAME, compute_dtype, op
 from .._tensor import Tensor
 from .comparison import maximum, minimum, where
-from .pointwise import not_implemented
+from .pointwise import refuse_complex
 from .shape import cat
 
 _HALF = (np.dtype(np.float16), D.bfloat16.np)
@@ -341,7 +341,7 @@ def _even_grad(ctx, g, axes, keepdim, value, nan_hits=False):
     return unreduce(g, x.shape, axes, keepdim) / count * hit  # NaN where nothing reaches it (a NaN result)
 
 
-def _refuse_complex(name, x):
+def _no_complex_input(name, x):
     if x.dtype.kind == "c":
         raise RuntimeError(f"{name}(): does not support complex input")
 
@@ -349,7 +349,7 @@ def _refuse_complex(name, x):
 @op("amax")
 def amax(xp, input, dim=(), keepdim=False):
     """Largest element over ``dim`` (all dims by default); NaN wins."""
-    _refuse_complex("amax", input)
+    _no_complex_input("amax", input)
     return _extreme(xp, "amax", input, reduce_dims(dim, input.ndim), keepdim, True)
 
 
@@ -363,7 +363,7 @@ def _(ctx, g):
 @op("amin")
 def amin(xp, input, dim=(), keepdim=False):
     """Smallest element over ``dim`` (all dims by default); NaN wins."""
-    _refuse_complex("amin", input)
+    _no_complex_input("amin", input)
     return _extreme(xp, "amin", input, reduce_dims(dim, input.ndim), keepdim, False)
 
 
@@ -373,8 +373,7 @@ amin.vjp(amax.vjp_fn)
 @op("aminmax", returns=("min", "max"))
 def aminmax(xp, input, *, dim=None, keepdim=False):
     """(smallest, largest) element over one dim or all elements."""
-    if input.dtype.kind == "c":
-        raise not_implemented("aminmax_cpu", dtype_of(input))
+    refuse_complex("aminmax_cpu", input)
     axes = None if dim is None else (one_dim(dim, input.ndim),)
     if input.size == 0 and (axes is None or input.ndim == 0 or input.shape[axes[0]] == 0):
         raise RuntimeError("aminmax(): cannot compute aminmax over an empty dimension as the operation has no "
@@ -393,7 +392,7 @@ def _(ctx, g_min, g_max):
 
 def _arg_extreme(xp, name, x, dim, keepdim, largest):
     """Index of the first largest (smallest) element along ``dim`` (of the flattened input for None)."""
-    _refuse_complex(name, x)
+    _no_complex_input(name, x)
     if dim is None:
         nonempty(name, x, None, IndexError)
         i = xp.argmax(up(x)) if largest else xp.argmin(up(x))
@@ -419,7 +418,7 @@ def _max_min(name, largest, binary):
     def impl(xp, input, dim=None, keepdim=False):
         if hasattr(dim, "ndim"):  # max(input, other): the elementwise maximum
             return binary.fn(Tensor._wrap(input), Tensor._wrap(dim))._data
-        _refuse_complex(name, input)
+        _no_complex_input(name, input)
         if dim is None:
             return _extreme(xp, name, input, None, False, largest)
         return _value_index(xp, name, input, dim, keepdim, largest)
@@ -766,7 +765,7 @@ def _cum_extreme(xp, input, dim, largest):
     d = one_dim(dim, input.ndim)
     if input.ndim == 0 or input.size == 0:
         return input.copy(), xp.zeros(input.shape, np.int64)
-    _refuse_complex("cummax" if largest else "cummin", input)
+    _no_complex_input("cummax" if largest else "cummin", input)
     x = up(input)
     v = scan(xp, np.maximum if largest else np.minimum, x, d)
     hit = (x == v) | xp.isnan(x) if x.dtype.kind == "f" else x == v

@@ -4,7 +4,7 @@ import numpy as np
 from .. import _dtype as D
 from .. import _promotion as P
 from .._registry import TORCH_NAME, op
-from .pointwise import not_implemented
+from .pointwise import refuse_complex
 from .reduction import arg, dtype_of, nonempty, one_dim, scatter_grad, select_grad, up
 
 
@@ -95,14 +95,6 @@ def _(ctx, g, *_):
     return (select_grad(x, arg(ctx, 2, "dim", -1), ctx.out[1], g, arg(ctx, 3, "keepdim", False)),)
 
 
-def _refuse_complex(kernel, *operands):
-    """PyTorch's error for complex operands of ``kernel``, which orders elements (NumPy orders complex numbers by
-    real part, then imaginary)."""
-    for v in operands:
-        if getattr(v, "dtype", None) is not None and v.dtype.kind == "c":
-            raise not_implemented(kernel, dtype_of(v))
-
-
 # ---- unique ---------------------------------------------------------------------------------------
 def _extras(out, inverse, counts, return_inverse, return_counts):
     if not (return_inverse or return_counts):
@@ -114,7 +106,7 @@ def _extras(out, inverse, counts, return_inverse, return_counts):
 def unique(xp, input, sorted=True, return_inverse=False, return_counts=False, dim=None):
     """The distinct elements (or slices along ``dim``) in ascending order, optionally with the inverse
     mapping and the counts; NaNs are all distinct."""
-    _refuse_complex("unique" if dim is None else "unique_dim", input)
+    refuse_complex("unique" if dim is None else "unique_dim", input)
     x = up(input)
     if dim is None:
         u, inv, cnt = xp.unique(x.reshape(-1), return_inverse=True, return_counts=True, equal_nan=False)
@@ -131,7 +123,7 @@ def unique(xp, input, sorted=True, return_inverse=False, return_counts=False, di
 @op("unique_consecutive", differentiable=False)
 def unique_consecutive(xp, input, return_inverse=False, return_counts=False, dim=None):
     """``input`` with each run of equal consecutive elements (or slices along ``dim``) kept once."""
-    _refuse_complex("unique", input)
+    refuse_complex("unique", input)
     if dim is None:
         x, d = input.reshape(-1), 0
     else:
@@ -196,7 +188,7 @@ def searchsorted(xp, sorted_sequence, input, *, out_int32=False, right=False, si
         raise RuntimeError("torch.searchsorted(): input value can be a scalar only when boundaries tensor "
                            f"dimension is 1, but we got boundaries tensor dim({seq.ndim}) and input value's "
                            "dim(0) numel(1)")
-    _refuse_complex("searchsorted_out_cpu", seq, input)
+    refuse_complex("searchsorted_out_cpu", seq, input)
     if sorter is not None:
         seq = xp.take_along_axis(seq, sorter, axis=-1)
     seq, values = _common(xp, seq, input)
