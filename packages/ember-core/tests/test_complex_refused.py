@@ -1,5 +1,6 @@
-"""Ops that order or clamp elements, and losses without complex kernels, refuse complex inputs as PyTorch does (same exception type and message),
-where NumPy would order complex numbers by real part, then imaginary, and return a value PyTorch never gives."""
+"""Ops that order or clamp elements, and losses without complex kernels, refuse complex inputs as PyTorch does
+(same exception type and message), where NumPy would order complex numbers by real part, then imaginary, and return
+a value PyTorch never gives."""
 import numpy as np
 import pytest
 import torch

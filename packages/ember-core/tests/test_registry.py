@@ -135,6 +135,37 @@ def test_a_number_for_a_tensor_argument_gets_torchs_exception(call):
             call(ember, ember.ones(2, 2))
 
 
+_NOT_TENSORS = {
+    "matmul(list)": lambda m: m.matmul([1.0, 2.0], m.ones(2, 2)),
+    "sum(list)": lambda m: m.sum([1, 2]),
+    "transpose(list)": lambda m: m.transpose([[1]], 0, 1),
+    "topk(list)": lambda m: m.topk([1, 2, 3], 2),
+    "gather(list)": lambda m: m.gather([[1, 2]], 1, m.tensor([[0]])),
+    "bmm(Size)": lambda m: m.bmm(m.Size([1, 2, 2]), m.ones(1, 2, 2)),
+    "mm(ndarray)": lambda m: m.mm(np.ones((2, 2), np.float32), m.ones(2, 2)),
+    "mm(, ndarray)": lambda m: m.mm(m.ones(2, 2), np.ones((2, 2), np.float32)),
+    "max_pool2d(ndarray)": lambda m: m.max_pool2d(np.zeros((1, 1, 4, 4), np.float32), 2),
+    "stack(ndarrays)": lambda m: m.stack([m.ones(2), np.ones(2)]),
+    "cat(ndarrays)": lambda m: m.cat([np.ones(2), np.ones(2)]),
+    "atleast_1d(list)": lambda m: m.atleast_1d([m.ones(2), m.ones(())])[1].shape,
+}
+
+
+@pytest.mark.parametrize("name", _NOT_TENSORS)
+def test_a_sequence_or_array_for_a_tensor_gets_torchs_typeerror(name):
+    """A list, a Size or a NumPy array where the op takes a tensor: PyTorch's TypeError and its message (NumPy arrays
+    would pass for a tensor's array); sequences where the op takes a sequence of tensors still work."""
+    outcome = []
+    for m in (torch, ember):
+        try:
+            outcome.append(repr(_NOT_TENSORS[name](m)).replace("torch.", "").replace("ember.", ""))
+        except Exception as e:  # noqa: BLE001 - the type and message are what is compared
+            outcome.append((type(e), str(e).replace("torch.", "ember.")))
+    if "received an invalid combination" not in str(outcome[0]):  # (torch's overload listing: its type only)
+        assert outcome[1] == outcome[0]
+    assert type(outcome[1]) is type(outcome[0]) and (isinstance(outcome[0], str) or outcome[1][0] is outcome[0][0])
+
+
 def test_exports_are_generated_from_the_registry():
     for name, op in REGISTRY.items():
         if op.function:

@@ -526,6 +526,8 @@ def _general(op, args, kwargs, mode, out):
         elif isinstance(a, (Tensor, list, tuple)):
             arrays = None
             break
+        elif type(a) is ndarray:  # (an implementation would take it for a tensor's array: PyTorch refuses it)
+            raise _must_be_tensor(op, len(arrays), a)
         else:
             arrays.append(a)
     if kwargs:
@@ -539,6 +541,10 @@ def _general(op, args, kwargs, mode, out):
         tensors = Call(op, args, kwargs).tensors()
         xp = _device_arrays(tensors) if tensors else np
         arrays = [a._data if type(a) is Tensor else _unwrap(a) for a in args]
+        for i, a in enumerate(args):
+            if type(a) in (list, tuple) and ndarray in map(type, a):  # (cat's sequence, say: PyTorch's refusal)
+                j = [type(x) for x in a].index(ndarray)
+                raise TypeError(f"expected Tensor as element {j} in argument {i}, but got numpy.ndarray")
     else:
         xp = np
     r = op.impl(xp, *arrays, **kwargs_in)
@@ -613,16 +619,32 @@ def _general_call(op, args, kwargs, out, mode):
 _ARGUMENT_ERRORS = (AttributeError, TypeError, ValueError, IndexError, KeyError)
 
 
+# first parameters that PyTorch types Tensor (a list there is no sequence of tensors, as cat's ``tensors`` is)
+_TENSOR_FIRST = frozenset(("input", "A", "x", "x1", "input1", "anchor", "LU", "LU_data", "theta", "grad_output",
+                           "condition", "sorted_sequence", "a"))
+
+
+def _must_be_tensor(op, i, value):
+    """PyTorch's TypeError for the ``i``-th positional argument of ``op``, which is not a tensor."""
+    names = op.impl.__code__.co_varnames[1:op.impl.__code__.co_argcount]
+    kind = type(value)
+    kind = kind.__name__ if kind.__module__ == "builtins" else f"{kind.__module__.split('.')[0]}.{kind.__name__}"
+    return TypeError(f"{op.name}(): argument '{names[i] if i < len(names) else 'input'}' (position {i + 1}) must be "
+                     f"Tensor, not {kind}")
+
+
 def _not_a_tensor(op, args, error):
-    """PyTorch's TypeError when a general op failed on a first argument that is no tensor (nor a sequence, as
-    cat's is); None when that is not the cause. Checked only after a failure, so calls pay nothing for it."""
-    if not args or isinstance(args[0], (Tensor, list, tuple)):
+    """PyTorch's TypeError when a general op failed on a first argument that is no tensor (nor a sequence where
+    one may be, as cat's is); None when that is not the cause. Checked only after a failure, so calls pay nothing
+    for it."""
+    if not args or isinstance(args[0], Tensor):
+        return None
+    code = op.impl.__code__
+    if isinstance(args[0], (list, tuple)) and (code.co_argcount < 2 or code.co_varnames[1] not in _TENSOR_FIRST):
         return None
     if isinstance(error, TypeError) and "must be" in str(error):  # already PyTorch's refusal
         return None
-    names = op.impl.__code__.co_varnames[1:op.impl.__code__.co_argcount]
-    return TypeError(f"{op.name}(): argument '{names[0] if names else 'input'}' (position 1) must be Tensor, "
-                     f"not {type(args[0]).__name__}")
+    return _must_be_tensor(op, 0, args[0])
 
 
 def _make_general(op):
