@@ -67,6 +67,10 @@ cfloat, cdouble, chalf = complex64, complex128, complex32
 ALL = (bool, uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64,
        complex32, complex64, complex128)
 _NAMES = {d.name: d for d in ALL}
+# C++ type names, used in PyTorch's messages
+CPP_NAME = {bool: "bool", uint8: "unsigned char", int8: "signed char", int16: "short int", int32: "int",
+            int64: "long int", float16: "c10::Half", bfloat16: "c10::BFloat16", float32: "float", float64: "double",
+            complex64: "c10::complex<float>", complex128: "c10::complex<double>"}
 # NumPy storage type -> ember dtype (the lookup done for every tensor's .dtype)
 FROM_NP = {d.np: d for d in ALL if d.np is not None}
 FROM_NP.update({d.np.type: d for d in ALL if d.np is not None})

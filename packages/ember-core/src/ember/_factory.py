@@ -291,6 +291,8 @@ def from_numpy(ndarray):
 
 
 def _range_dtype(values, dtype):
+    if dtype is D.bool:
+        raise NotImplementedError("\"arange_cpu\" not implemented for 'Bool'")
     if dtype is not None:
         return dtype
     if any(isinstance(v, float) or (isinstance(v, Tensor) and v.dtype.is_floating_point) for v in values):

@@ -38,10 +38,6 @@ _DEFAULT_SEED = 67280421310721  # PyTorch's seed of a new Generator
 _U64 = 1 << 64
 _HALF = (D.float16, D.bfloat16)
 _DIGITS = {D.float16: 11, D.bfloat16: 8, D.float32: 24, D.float64: 53}  # mantissa bits, as PyTorch counts
-# C++ type names, used in PyTorch's messages
-_CNAME = {D.bool: "bool", D.uint8: "unsigned char", D.int8: "signed char", D.int16: "short", D.int32: "int",
-          D.int64: "long int", D.float16: "c10::Half", D.bfloat16: "c10::BFloat16", D.float32: "float",
-          D.float64: "double", D.complex64: "c10::complex<float>", D.complex128: "c10::complex<double>"}
 _CUDA_STATE = (8, 8)  # seed, offset (bytes each)
 
 
@@ -361,11 +357,11 @@ def _int_range(frm, to, dtype):
         lo, hi = info.min, info.max
     for name, v in (("from", frm), ("to - 1", to_inc)):
         if not lo <= v <= hi:
-            raise RuntimeError(f"{name} is out of bounds for {_CNAME[dtype]}")
+            raise RuntimeError(f"{name} is out of bounds for {D.CPP_NAME[dtype]}")
     for name, v in (("from", frm), ("to - 1", to_inc)):
         if floating and not -(1 << digits) <= v <= 1 << digits:
             warnings.warn(f"{name} is out of bounds [-(2^{digits}), 2^{digits}]. Due to precision limitations "
-                          f"{_CNAME[dtype]} can support discrete uniform distribution only within this range.",
+                          f"{D.CPP_NAME[dtype]} can support discrete uniform distribution only within this range.",
                           UserWarning, stacklevel=3)
     return frm, to_inc - frm + 1
 
@@ -717,7 +713,7 @@ def _sampler(name):
 
 def _continuous(name, dtype, cname=False):
     if not dtype.is_floating_point:
-        what = _CNAME[dtype] if cname else TORCH_NAME[dtype]
+        what = D.CPP_NAME[dtype] if cname else TORCH_NAME[dtype]
         raise RuntimeError(f"{name} distribution is a continuous probability distribution. dtype must be a "
                            f"floating point but you specified {what}")
 
@@ -734,7 +730,7 @@ def _uniform_(xp, input, dtype, g, *args, **bounds):
     limit = D.finfo(dtype).max
     for name, v in (("from", a), ("to", b)):
         if not -limit <= v <= limit:
-            raise RuntimeError(f"{name} is out of bounds for {_CNAME[dtype.to_real()]}")
+            raise RuntimeError(f"{name} is out of bounds for {D.CPP_NAME[dtype.to_real()]}")
     if a > b:
         raise RuntimeError(f"uniform_ expects to return a [from, to) range, but found from={a:g} > to={b:g}")
     if b - a > limit:

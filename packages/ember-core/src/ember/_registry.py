@@ -60,7 +60,7 @@ class Op:
 
     def __init__(self, name, impl, kind, *, differentiable=True, view=False, method=True, function=True,
                  inplace=False, operators=(), kernel=None, rule=None, returns=None, mutates=False, scalars=True,
-                 scalar_first=False, ufunc=None):
+                 scalar_first=False, ufunc=None, out_dtype=None, out_refusal=None):
         if name in REGISTRY:
             raise RuntimeError(f"op '{name}' is registered twice")
         self.name, self.impl, self.kind = name, impl, kind
@@ -69,6 +69,12 @@ class Op:
         self.operators, self.kernel, self.rule = operators, kernel, rule
         self.returns = collections.namedtuple(name, returns) if returns else None
         self.mutates = mutates  # the implementation writes into its first argument's array
+        # general ops with a ``dtype`` keyword and ``out=``: a ``dtype`` given must be the out tensor's ("match",
+        # means), which is also the one computed in when none is given ("compute": sums, products)
+        self.out_dtype = out_dtype
+        # (result dtype, out dtype) -> the exception for an ``out=`` tensor the result can't be cast to, where it is
+        # not the RuntimeError of cast_refusal (the joins raise TypeError)
+        self.out_refusal = out_refusal or cast_refusal
         self.scalars = scalars  # elementwise: whether operands after the first may be Python numbers
         self.scalar_first = scalar_first  # elementwise: whether the first may be one (torch.mul(2, t))
         # elementwise: the NumPy ufunc the implementation is on its operands (when called without keywords); large
@@ -353,14 +359,30 @@ def write_into(target, r):
     return target
 
 
-def write_out(out, r):
-    """Store ``r`` in ``out=``: its dtype must be castable; a differently shaped ``out`` is resized."""
+def _out_dtype(kwargs, out, compute):
+    """The keywords of an ``out_dtype`` op's call with ``out=``: a ``dtype`` given must be the out tensor's; without
+    one, PyTorch computes in the out tensor's dtype if ``compute`` (a sum into a bool tensor is a logical or)."""
+    dtype = kwargs.get("dtype")
+    if dtype is None:
+        return {**kwargs, "dtype": out.dtype} if compute else kwargs
+    if dtype is not out.dtype:
+        raise RuntimeError(f"Expected out tensor to have dtype {D.CPP_NAME[dtype]}, but got {D.CPP_NAME[out.dtype]} "
+                           "instead")
+    return kwargs
+
+
+def cast_refusal(rd, od):
+    return RuntimeError(f"result type {TORCH_NAME[rd]} can't be cast to the desired output type {TORCH_NAME[od]}")
+
+
+def write_out(out, r, refusal=cast_refusal):
+    """Store ``r`` in ``out=``: its dtype must be castable (else ``refusal(result dtype, out dtype)`` is raised); a
+    differently shaped ``out`` is resized."""
     if not isinstance(out, Tensor):
         raise TypeError(f"argument 'out' must be Tensor, not {type(out).__name__}")
     od, rd = out.dtype, D.FROM_NP[r.dtype]
     if not P.can_cast(rd, od):
-        raise RuntimeError(f"result type {TORCH_NAME[rd]} can't be cast to the desired output type "
-                           f"{TORCH_NAME[od]}")
+        raise refusal(rd, od)
     if out._data.shape != r.shape:
         if out._data.size:
             warnings.warn(f"An output with one or more elements was resized since it had shape "
@@ -536,6 +558,8 @@ def _general(op, args, kwargs, mode, out):
             arrays = None
     else:
         kwargs_in = {}
+    if mode == "out" and op.out_dtype is not None and isinstance(out, Tensor):
+        kwargs_in = _out_dtype(kwargs_in, out, op.out_dtype == "compute")
     tensors = None
     if arrays is None:  # tensors inside sequences or on a device: the device check
         tensors = Call(op, args, kwargs).tensors()
@@ -562,8 +586,8 @@ def _general(op, args, kwargs, mode, out):
         return write_into(target, r)
     if mode == "out":
         if isinstance(r, tuple):
-            return type(out)(write_out(o, xp.asarray(x)) for o, x in zip(out, r))
-        return write_out(out, xp.asarray(r))
+            return type(out)(write_out(o, xp.asarray(x), op.out_refusal) for o, x in zip(out, r))
+        return write_out(out, xp.asarray(r), op.out_refusal)
     result = _wrap(r) if type(r) is ndarray else wrap_result(r)
     call = Call(op, args, kwargs) if op.view else None
     if call is not None and (op.view is True or op.view(call)):

@@ -11,7 +11,7 @@ from .. import _promotion as P
 from .._factory import _place, size_args
 from .._registry import _device_arrays, factory, op
 from .._tensor import Tensor, _wrap_dim
-from .shape import cat, flip, narrow, squeeze, t, transpose, unsqueeze
+from .shape import cat, flip, join_out_refusal, narrow, squeeze, t, transpose, unsqueeze
 
 
 def _wrap_strict(dim, ndim, what):
@@ -368,7 +368,7 @@ def _stack_vjp(name):
 
 
 for _name in ("hstack", "vstack", "row_stack", "dstack", "column_stack"):
-    op(_name)(_stacker(_name)).vjp(_stack_vjp(_name))
+    op(_name, out_refusal=join_out_refusal)(_stacker(_name)).vjp(_stack_vjp(_name))
 
 
 def _atleast(n):

@@ -12,7 +12,7 @@ from .._parallel import pool
 from .._registry import TORCH_NAME, compute_dtype, op
 from .._tensor import Tensor
 from .comparison import maximum, minimum, where
-from .pointwise import refuse_complex
+from .pointwise import not_implemented, refuse_complex
 from .shape import cat
 
 _HALF = (np.dtype(np.float16), D.bfloat16.np)
@@ -134,9 +134,12 @@ _SUM = _kernels.reduction_kernel("ember_sum", "T x", "T y", "x", "a + b", "y = a
 
 
 def _sum_dtypes(x, dtype):
-    src = dtype_of(x) if dtype is None else dtype
-    rd = D.int64 if src.category < 2 else src
-    return compute_dtype(rd), rd
+    """(accumulation, result) dtypes of a sum or product: an explicit ``dtype`` is the result's (the input is cast
+    to it first, so bool adds as logical or and multiplies as and); without one, integers and bool give int64."""
+    if dtype is None:
+        dtype = dtype_of(x)
+        dtype = D.int64 if dtype.category < 2 else dtype
+    return compute_dtype(dtype), dtype
 
 
 _SUM_BLOCK = 512  # einsum's per-lane error grows with the run it adds: blocks of this keep it near PyTorch's
@@ -183,7 +186,7 @@ def _row_sums(x, start, keepdim):
     return r.reshape(lead + (1,) * (x.ndim - start) if keepdim else lead)
 
 
-@op("sum")
+@op("sum", out_dtype="compute")
 def sum(xp, input, dim=None, keepdim=False, *, dtype=None):
     """Sum over ``dim`` (all dims by default); integers and bool sum to int64, halves accumulate in float32."""
     if dim is None and dtype is None and not keepdim and input.dtype in _REAL and input.size < _EINSUM_MIN \
@@ -230,6 +233,8 @@ def nansum(xp, input, dim=None, keepdim=False, *, dtype=None):
     """Sum treating NaN as zero."""
     if input.dtype.kind == "c":
         raise RuntimeError("nansum does not support complex inputs")
+    if dtype is not None and dtype.is_complex and inexact(input):  # (integers sum as sum does)
+        raise not_implemented("nansum_cpu", dtype)
     x = input if not inexact(input) else xp.where(xp.isnan(input), 0, input).astype(input.dtype)
     return sum.impl(xp, x, dim, keepdim, dtype=dtype)
 
@@ -241,13 +246,18 @@ def _(ctx, g):
     return (where(x.isnan(), 0.0, gx),)
 
 
-@op("mean")
+def _mean_dtype_check(name, src, dtype):
+    """PyTorch's error for a mean of integers or bool (``src``: the input's dtype, or the ``dtype`` given)."""
+    if src.category < 2:
+        raise RuntimeError(f"{name}(): could not infer output dtype. {'Input' if dtype is None else 'Optional'} "
+                           f"dtype must be either a floating point or complex dtype. Got: {TORCH_NAME[src]}")
+
+
+@op("mean", out_dtype="match")
 def mean(xp, input, dim=None, keepdim=False, *, dtype=None):
     """Arithmetic mean over ``dim``; only floating and complex inputs (or an explicit float ``dtype``)."""
     src = dtype_of(input) if dtype is None else dtype
-    if src.category < 2:
-        raise RuntimeError("mean(): could not infer output dtype. Input dtype must be either a floating point or "
-                           f"complex dtype. Got: {TORCH_NAME[src]}")
+    _mean_dtype_check("mean", src, dtype)
     axes = reduce_dims(dim, input.ndim)
     acc = D.float32 if src in (D.float16, D.bfloat16) else src
     x = input.astype(D.storage(acc), copy=False)
@@ -273,6 +283,8 @@ def nanmean(xp, input, dim=None, keepdim=False, *, dtype=None):
     if not inexact(input):
         raise RuntimeError("nanmean(): expected input to have floating point or complex dtype but got "
                            f"{TORCH_NAME[dtype_of(input)]}")
+    if dtype is not None:
+        _mean_dtype_check("nanmean", dtype, dtype)
     count = sum.impl(xp, ~xp.isnan(input), dim, keepdim)
     total = nansum.impl(xp, input, dim, keepdim, dtype=dtype)
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -288,7 +300,7 @@ def _(ctx, g):
     return (unreduce(g, x.shape, axes, arg(ctx, 2, "keepdim", False)) / count * keep,)
 
 
-@op("prod")
+@op("prod", out_dtype="compute")
 def prod(xp, input, dim=None, keepdim=False, *, dtype=None):
     """Product over one dim (all elements by default); integers and bool multiply in int64."""
     axis = None if dim is None else one_dim(dim, input.ndim)
@@ -709,13 +721,15 @@ def scan(xp, ufunc, x, axis):
 def _cumulative(xp, input, dim, dtype, ufunc):
     d = one_dim(dim, input.ndim)
     acc, rd = _sum_dtypes(input, dtype)
+    if rd is D.bool:
+        raise not_implemented(f"{'cumsum' if ufunc is np.add else 'cumprod'}_out_cpu", rd)
     x = input.astype(D.storage(acc), copy=False)
     r = ufunc.accumulate(x, axis=d) if xp is np and x.ndim else (
         (xp.cumsum if ufunc is np.add else xp.cumprod)(x, axis=d) if x.ndim else x.copy())
     return r.astype(D.storage(rd), copy=False)
 
 
-@op("cumsum", inplace=True)
+@op("cumsum", inplace=True, out_dtype="compute")
 def cumsum(xp, input, dim, *, dtype=None):
     """Running sum along ``dim``; integers and bool accumulate in int64, halves in float32."""
     return _cumulative(xp, input, dim, dtype, np.add)
@@ -726,7 +740,7 @@ def _(ctx, g):
     return (inverse_scan(g, arg(ctx, 1, "dim")),)
 
 
-@op("cumprod", inplace=True)
+@op("cumprod", inplace=True, out_dtype="compute")
 def cumprod(xp, input, dim, *, dtype=None):
     """Running product along ``dim``; integers and bool accumulate in int64, halves in float32."""
     return _cumulative(xp, input, dim, dtype, np.multiply)

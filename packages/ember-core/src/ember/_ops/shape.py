@@ -308,7 +308,12 @@ def _joined_dtype(xp, tensors):
     return [t.astype(D.storage(rd), copy=False) for t in tensors]
 
 
-@op("cat")
+def join_out_refusal(rd, od):
+    """PyTorch's TypeError (not the RuntimeError of other ops) for a join's ``out=`` its inputs can't be cast to."""
+    return TypeError(f"torch.cat(): input types can't be cast to the desired output type {TORCH_NAME[od]}")
+
+
+@op("cat", out_refusal=join_out_refusal)
 def cat(xp, tensors, dim=0):
     """Concatenate along an existing dim (1-D empty tensors are skipped, as in PyTorch)."""
     if not isinstance(tensors, (list, tuple)):
@@ -350,13 +355,13 @@ def _(ctx, g):
     return (grads,)
 
 
-@op("concat")
+@op("concat", out_refusal=join_out_refusal)
 def concat(xp, tensors, dim=0):
     """Alias of cat."""
     return cat.impl(xp, tensors, dim)
 
 
-@op("concatenate")
+@op("concatenate", out_refusal=join_out_refusal)
 def concatenate(xp, tensors, axis=0):
     """Alias of cat."""
     return cat.impl(xp, tensors, axis)
@@ -366,7 +371,7 @@ concat.vjp(cat.vjp_fn)
 concatenate.vjp(cat.vjp_fn)
 
 
-@op("stack")
+@op("stack", out_refusal=join_out_refusal)
 def stack(xp, tensors, dim=0):
     """Join tensors of equal shape along a new dim."""
     if not isinstance(tensors, (list, tuple)):

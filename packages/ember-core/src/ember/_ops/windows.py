@@ -95,6 +95,8 @@ def range(start, end, step=1, *, out=None, dtype=None, layout=None, device=None,
     if (end - start) * step < 0:
         raise RuntimeError("upper bound and larger bound inconsistent with step sign")
     dtype = dtype or D.get_default_dtype()
+    if dtype is D.bool:
+        raise NotImplementedError("\"range_cpu\" not implemented for 'Bool'")
     n = math.floor((end - start) / step) + 1
     kind = np.float64 if dtype.category >= 2 else np.int64
     arr = start + np.arange(n, dtype=kind) * step
