@@ -648,13 +648,23 @@ _TENSOR_FIRST = frozenset(("input", "A", "x", "x1", "input1", "anchor", "LU", "L
                            "condition", "sorted_sequence", "a"))
 
 
-def _must_be_tensor(op, i, value):
-    """PyTorch's TypeError for the ``i``-th positional argument of ``op``, which is not a tensor."""
-    names = op.impl.__code__.co_varnames[1:op.impl.__code__.co_argcount]
+def _positional_names(op):
+    """The names of the positional parameters of ``op``'s implementation after ``xp`` (through decorators)."""
+    code = inspect.unwrap(op.impl).__code__
+    return code.co_varnames[1:code.co_argcount]
+
+
+def must_be_tensor(function, parameter, i, value):
+    """PyTorch's TypeError for ``value``, no tensor, as the ``i``-th positional argument (``parameter``) of
+    ``function``."""
     kind = type(value)
     kind = kind.__name__ if kind.__module__ == "builtins" else f"{kind.__module__.split('.')[0]}.{kind.__name__}"
-    return TypeError(f"{op.name}(): argument '{names[i] if i < len(names) else 'input'}' (position {i + 1}) must be "
-                     f"Tensor, not {kind}")
+    return TypeError(f"{function}(): argument '{parameter}' (position {i + 1}) must be Tensor, not {kind}")
+
+
+def _must_be_tensor(op, i, value):
+    names = _positional_names(op)
+    return must_be_tensor(op.name, names[i] if i < len(names) else "input", i, value)
 
 
 def _not_a_tensor(op, args, error):
@@ -663,8 +673,7 @@ def _not_a_tensor(op, args, error):
     for it."""
     if not args or isinstance(args[0], Tensor):
         return None
-    code = op.impl.__code__
-    if isinstance(args[0], (list, tuple)) and (code.co_argcount < 2 or code.co_varnames[1] not in _TENSOR_FIRST):
+    if isinstance(args[0], (list, tuple)) and _positional_names(op)[:1] not in [(n,) for n in _TENSOR_FIRST]:
         return None
     if isinstance(error, TypeError) and "must be" in str(error):  # already PyTorch's refusal
         return None

@@ -3,7 +3,7 @@ import warnings
 
 import ember
 
-from ._common import core, core_, registered
+from ._common import core, core_, registered, tensor_parameters
 
 __all__ = ["relu", "relu_", "relu6", "hardtanh", "hardtanh_", "elu", "elu_", "selu", "selu_", "celu", "celu_",
            "leaky_relu", "leaky_relu_", "prelu", "rrelu", "rrelu_", "glu", "gelu", "logsigmoid", "hardshrink",
@@ -169,6 +169,7 @@ def log_softmax(input, dim=None, _stacklevel=3, dtype=None):
     return input.log_softmax(_softmax_dim(input.dim()) if dim is None else dim, dtype=dtype)
 
 
+@tensor_parameters("logits")
 def gumbel_softmax(logits, tau=1.0, hard=False, eps=1e-10, dim=-1):
     """Softmax of ``(logits + Gumbel noise) / tau``; ``hard`` gives one-hot samples with the soft gradient."""
     gumbels = -ember.empty_like(logits).exponential_().log()

@@ -1,9 +1,12 @@
 """Helpers shared by the functional files: registry look-ups, argument tuples, loss reductions."""
 import collections.abc
+import functools
+import inspect
 import sys
 import warnings
 
-from ember._registry import REGISTRY
+from ember._registry import REGISTRY, must_be_tensor
+from ember._tensor import Tensor
 
 
 def registered(name):
@@ -19,6 +22,28 @@ def registered(name):
             frame = frame.f_back
         raise NotImplementedError(f"ember.nn.functional.{frame.f_code.co_name}() needs the op '{name}', which this "
                                   "version of ember-core does not provide") from None
+
+
+def tensor_parameters(*names):
+    """Decorator: PyTorch's TypeError ("argument 'input' (position 1) must be Tensor, not list") when the function
+    failed with an AttributeError and one of its parameters ``names`` holds something that is not a tensor (None
+    passes). Checked only after a failure, so calls pay one frame for it."""
+    def decorate(fn):
+        positions = {n: i for i, n in enumerate(inspect.signature(fn).parameters) if n in names}
+
+        @functools.wraps(fn)
+        def checked(*args, **kwargs):
+            try:
+                return fn(*args, **kwargs)
+            except AttributeError as error:
+                bound = inspect.signature(fn).bind_partial(*args, **kwargs).arguments
+                for name, i in positions.items():
+                    value = bound.get(name)
+                    if value is not None and not isinstance(value, Tensor):
+                        raise must_be_tensor(fn.__name__, name, i, value) from None
+                raise error
+        return checked
+    return decorate
 
 
 def core(name):

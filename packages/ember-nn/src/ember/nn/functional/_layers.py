@@ -6,7 +6,7 @@ import numpy as np
 
 import ember
 
-from ._common import core, core_, ntuple
+from ._common import core, core_, ntuple, tensor_parameters
 
 __all__ = ["linear", "bilinear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
            "conv_transpose3d", "conv_tbc", "avg_pool1d", "avg_pool2d", "avg_pool3d", "max_pool1d", "max_pool2d",
@@ -24,6 +24,7 @@ __all__ = ["linear", "bilinear", "conv1d", "conv2d", "conv3d", "conv_transpose1d
 
 
 # ---- linear and convolution ---------------------------------------------------------------------
+@tensor_parameters("input", "weight", "bias")
 def linear(input, weight, bias=None):
     """``input @ weight.T + bias``."""
     if weight.dim() == 2 and input.dim() and (bias is None or bias.dim() <= 1):
@@ -319,6 +320,7 @@ def dropout1d(input, p=0.5, training=True, inplace=False):
     return _feature_dropout(1, input, p, training, inplace)
 
 
+@tensor_parameters("input")
 def dropout2d(input, p=0.5, training=True, inplace=False):
     if input.dim() == 3:
         warnings.warn("dropout2d: Received a 3D input to dropout2d and assuming that channel-wise 1D dropout "
@@ -358,6 +360,7 @@ def _renorm_(weight, input, max_norm, norm_type):
         core("embedding_renorm_")(weight, input, max_norm, norm_type)
 
 
+@tensor_parameters("input", "weight")
 def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, scale_grad_by_freq=False, sparse=False):
     pidx = _padding_idx(padding_idx, weight)
     if max_norm is not None:
@@ -414,6 +417,7 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale
                                  per_sample_weights, include_last_offset, padding_idx)[0]
 
 
+@tensor_parameters("tensor")
 def one_hot(tensor, num_classes=-1):
     """int64 one-hot encoding along a new last dim of ``num_classes`` (max + 1 when -1)."""
     if tensor.dtype != ember.int64:
@@ -443,6 +447,7 @@ def _pad_index(L, before, after, mode):
     return i % L
 
 
+@tensor_parameters("input")
 def pad(input, pad, mode="constant", value=None):
     """Pad the last ``len(pad) // 2`` dims; ``pad`` lists (before, after) pairs from the last dim backwards."""
     if len(pad) % 2:
@@ -484,6 +489,7 @@ def _block_weight(channels, kernel, like):
     return eye.repeat(channels, 1, 1, 1)
 
 
+@tensor_parameters("input")
 def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
     """Sliding local blocks of a (N, C, H, W) input as columns: (N, C * kh * kw, blocks)."""
     if input.dim() not in (3, 4):
@@ -600,6 +606,7 @@ def _cubic_weights(t):
     return [far(t + 1), near(t), near(1 - t), far(2 - t)]
 
 
+@tensor_parameters("input", "grid")
 def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corners=None):
     """Sample ``input`` (N, C, *spatial) at the normalised points of ``grid`` (N, *out, n): linearly, nearest, or
     bicubic (2-d only; each of the 4x4 taps folded by the padding mode)."""

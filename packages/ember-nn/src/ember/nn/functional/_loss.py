@@ -8,7 +8,7 @@ import ember
 from ember._registry import TORCH_NAME
 
 from ._activation import logsigmoid
-from ._common import core, reduce_loss, reduction_of
+from ._common import core, reduce_loss, reduction_of, tensor_parameters
 from ._layers import linear, pairwise_distance
 
 __all__ = ["nll_loss", "cross_entropy", "linear_cross_entropy", "binary_cross_entropy",
@@ -72,6 +72,7 @@ def _weighted_reduce(loss, w, reduction):
     return loss.sum() if reduction == "sum" else loss.sum() / w.sum()
 
 
+@tensor_parameters("input", "target", "weight")
 def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
     """Negative log-likelihood of class indices; ``input`` holds log-probabilities over dim 1."""
     reduction = reduction_of(size_average, reduce, reduction)
@@ -82,6 +83,7 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
     return _weighted_reduce(loss.reshape(target.shape) if reduction == "none" else loss, w, reduction)
 
 
+@tensor_parameters("input", "target", "weight")
 def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean",
                   label_smoothing=0.0):
     """Cross entropy of logits against class indices or class probabilities (a float target shaped like input)."""
@@ -267,6 +269,7 @@ def multilabel_soft_margin_loss(input, target, weight=None, size_average=None, r
     return reduce_loss(loss.sum(input.dim() - 1) / input.shape[-1], reduction)
 
 
+@tensor_parameters("input", "target", "weight")
 def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=None, reduce=None,
                       reduction="mean"):
     """Mean over classes ``i != y`` of ``max(0, margin - x[y] + x[i]) ** p`` (times ``weight[y]``)."""
@@ -296,6 +299,7 @@ def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=
     return reduce_loss(loss, reduction)
 
 
+@tensor_parameters("input", "target")
 def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     """Sum over target classes j and non-target classes i of ``max(0, 1 - (x[j] - x[i]))``, over C. ``target``
     lists class indices, ended by the first -1."""
