@@ -18,7 +18,7 @@ from ._device import CPU, as_device
 from ._layout import strided
 from ._meta_array import MetaArray
 from ._serialization import _STORAGE
-from ._tensor import Tensor, _address, _python_scalar
+from ._tensor import Tensor, _address, _python_scalar, contiguous_strides
 
 __all__ = ["UntypedStorage", "TypedStorage"] + sorted(_STORAGE.values())
 
@@ -320,4 +320,49 @@ def storage_type(self):
     return globals()[_STORAGE[self.dtype]]
 
 
+def set_(self, source=None, storage_offset=0, size=None, stride=None):
+    """Make this tensor use other memory, keeping no copy: ``set_()`` empties it, ``set_(tensor)`` shares that
+    tensor's elements (same sizes and strides), ``set_(storage or tensor, offset, size, stride)`` views a storage's
+    memory (a tensor's: its base's) through the given geometry, in this tensor's dtype."""
+    if source is None:
+        self._data, self._base = _backend.xp_of(self._data).empty((0,), self._data.dtype), None
+    else:
+        dtype = getattr(source, "dtype", self.dtype)  # (an UntypedStorage is bytes of any dtype)
+        if dtype is not self.dtype:
+            raise RuntimeError(f"Could not set tensor of type {D.CPP_NAME[dtype]} to a tensor of type "
+                               f"{D.CPP_NAME[self.dtype]}")
+        if isinstance(source, Tensor) and size is None and storage_offset == 0:
+            self._data, self._base = source._data, source._base
+        else:
+            memory = (_memory_of(source) if isinstance(source, Tensor) else source.untyped())._bytes
+            # (the whole storage as the base: storage_offset() and untyped_storage() count from its start)
+            self._base = Tensor._wrap(memory[:memory.size - memory.size % self._data.itemsize].view(self._data.dtype))
+            self._data = _geometry(self._base._data, storage_offset, size, stride)
+    self._version[0] += 1
+    return self
+
+
+def _geometry(elements, offset, size, stride):
+    """A view of the 1-D array ``elements`` from ``offset`` with sizes ``size`` (all remaining elements when None) and
+    strides ``stride`` (contiguous when None), after PyTorch's bounds check."""
+    n, itemsize = elements.size, elements.itemsize
+    size = (n - offset,) if size is None else tuple(builtins.int(s) for s in size)
+    stride = contiguous_strides(size) if stride is None else tuple(builtins.int(s) for s in stride)
+    needed = 0 if 0 in size else offset + builtins.sum((k - 1) * s for k, s in zip(size, stride)) + 1
+    if needed > n or offset < 0:
+        raise RuntimeError(f"setStorage: sizes {list(size)}, strides {list(stride)}, storage offset {offset}, and "
+                           f"itemsize {itemsize} requiring a storage size of {needed * itemsize} are out of bounds "
+                           f"for storage of size {n * itemsize}")
+    return _backend.xp_of(elements).lib.stride_tricks.as_strided(elements[offset:], size,
+                                                                 [s * itemsize for s in stride])
+
+
+def is_set_to(self, tensor):
+    """Whether both tensors are the same memory seen the same way: storage, offset, sizes and strides."""
+    return (self.untyped_storage().data_ptr() == tensor.untyped_storage().data_ptr() and self.dtype is tensor.dtype
+            and self.storage_offset() == tensor.storage_offset() and self.shape == tensor.shape
+            and self.stride() == tensor.stride())
+
+
 Tensor.untyped_storage, Tensor.storage, Tensor.storage_type = untyped_storage, storage, storage_type
+Tensor.set_, Tensor.is_set_to = set_, is_set_to

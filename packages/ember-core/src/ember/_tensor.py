@@ -112,6 +112,27 @@ class Tensor:
         """Which output of its ``grad_fn`` this tensor is (0 for leaves and single results)."""
         return self._ext.get("out_idx", 0) if self._ext is not None else 0
 
+    def dim_order(self, *, ambiguity_check=False):
+        """The dims from the outermost in memory to the innermost (by decreasing stride; equal strides keep their
+        order). ``ambiguity_check=True``: RuntimeError where equal strides leave the order open."""
+        st = self.stride()
+        if ambiguity_check is True and len(set(st)) < len(st):
+            raise RuntimeError("The tensor does not have unique dim order, or cannot map to exact one of the given "
+                               "memory formats.")
+        return tuple(sorted(range(len(st)), key=lambda d: -st[d]))
+
+    def module_load(self, other, assign=False):
+        """What ``Module.load_state_dict`` puts in place of this parameter or buffer for ``other``: ``other``
+        itself, detached, with ``assign``; else this tensor after copying ``other`` in (detached)."""
+        return other.detach() if assign else self.copy_(other).detach()
+
+    @property
+    def volatile(self):
+        """Removed from PyTorch (always False, with a warning)."""
+        import warnings
+        warnings.warn("volatile was removed (Variable.volatile is always False)", UserWarning, stacklevel=2)
+        return False
+
     def as_subclass(self, cls):
         """This tensor as an instance of the Tensor subclass ``cls``: an alias (same memory, version counter and
         autograd history; no ``__init__`` runs)."""
