@@ -36,6 +36,7 @@ def assert_same_q(e, t):
     assert str(e.qscheme()).replace("ember.", "torch.") == str(t.qscheme())
     assert tuple(e.shape) == tuple(t.shape)
     np.testing.assert_array_equal(e.int_repr().numpy(), t.int_repr().numpy())
+    np.testing.assert_array_equal(ember.int_repr(e).numpy(), t.int_repr().numpy())  # (the function form)
     if t.qscheme() in (torch.per_tensor_affine, torch.per_tensor_symmetric):
         assert e.q_scale() == t.q_scale() and e.q_zero_point() == t.q_zero_point()
     else:
@@ -230,6 +231,7 @@ def test_float_tensor_refuses_quantized_methods():
     for name in ("int_repr", "q_scale", "q_zero_point", "qscheme"):
         me, mt = same_error(getattr(e, name), getattr(t, name))
         assert me.startswith(f"Could not run 'aten::{name}' with arguments from the 'CPU' backend")
+    same_error(lambda: ember.int_repr(e), lambda: torch.int_repr(t))
     assert not e.is_quantized
     np.testing.assert_array_equal(e.dequantize().numpy(), t.dequantize().numpy())
 

@@ -87,6 +87,7 @@ from ._quantized import (  # noqa: E402
     _make_per_channel_quantized_tensor,
     _make_per_tensor_quantized_tensor,
     dequantize,
+    int_repr,
     quantize_per_channel,
     quantize_per_tensor,
     quantize_per_tensor_dynamic,

@@ -623,6 +623,11 @@ def dequantize(tensor):
     return tensor.dequantize() if tensor.is_quantized else tensor
 
 
+def int_repr(input):
+    """The integers of a quantized tensor (``Tensor.int_repr``); PyTorch's NotImplementedError for others."""
+    return input.int_repr()
+
+
 def _float_dequantize(self):
     return self
 

@@ -649,9 +649,10 @@ _TENSOR_FIRST = frozenset(("input", "A", "x", "x1", "input1", "anchor", "LU", "L
 
 
 def _positional_names(op):
-    """The names of the positional parameters of ``op``'s implementation after ``xp`` (through decorators)."""
-    code = inspect.unwrap(op.impl).__code__
-    return code.co_varnames[1:code.co_argcount]
+    """The names of the positional parameters of ``op``'s implementation after ``xp`` (as its signature gives them
+    through decorators; only errors ask)."""
+    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    return tuple(p.name for p in inspect.signature(op.impl).parameters.values() if p.kind in kinds)[1:]
 
 
 def must_be_tensor(function, parameter, i, value):

@@ -386,6 +386,20 @@ def _(ctx, g):
     return (g * a.sgn(),) if a.is_complex() else (g * a.sign(),)
 
 
+def refuse_complex_abs_(o):
+    """``o.abs_()`` of a complex tensor: PyTorch's refusal (the real moduli would be stored as complex numbers)."""
+    inplace = o.inplace_fn
+
+    def abs_(self, *args, **kwargs):
+        if isinstance(self, Tensor) and self.is_complex():
+            raise RuntimeError("In-place abs is not supported for complex tensors.")
+        return inplace(self, *args, **kwargs)
+    o.inplace_fn = abs_
+
+
+refuse_complex_abs_(abs)
+
+
 @elementwise("bitwise_and", rule=integral_only("bitwise_and"), differentiable=False,
              operators=("__and__", "__rand__", "__iand__"))
 def bitwise_and(xp, a, b):

@@ -11,7 +11,7 @@ from .. import _promotion as P
 from .._registry import TORCH_NAME, compute_dtype, elementwise, op
 from .._tensor import Tensor
 from .arithmetic import abs as abs_op
-from .arithmetic import into_grad, neg, quiet, saves, wanted
+from .arithmetic import into_grad, neg, quiet, refuse_complex_abs_, saves, wanted
 from .comparison import NO_COMPLEX_CLAMP, clamp, where
 
 _HALF = (D.float16, D.bfloat16)
@@ -629,6 +629,7 @@ def _(ctx, g):
 
 negative = alias("negative", neg)
 absolute = alias("absolute", abs_op)
+refuse_complex_abs_(absolute)
 
 
 @op("positive", view=True)
