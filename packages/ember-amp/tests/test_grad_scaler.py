@@ -219,7 +219,7 @@ def test_mixed_dtypes_found_inf_and_check_match_torch():
         s.scale(lib.ones(1))
         p.grad = lib.tensor([4.0, 8.0, float("inf")], dtype=lib.bfloat16)
         q.grad = lib.tensor([4.0, 2.0], dtype=lib.float64)
-        counters = [t._version for t in (p.grad, q.grad)] if lib is ember else []
+        counters = [t._vc for t in (p.grad, q.grad)] if lib is ember else []
         before = [c[0] for c in counters]
         s.unscale_(opt)
         # ember counts the in-place scaling (PyTorch's fused kernel leaves the counters)

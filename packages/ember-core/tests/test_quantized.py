@@ -309,7 +309,7 @@ def test_views_share_memory():
     v = qe[1]
     v.copy_(ember.ones(4))
     np.testing.assert_array_equal(qe.int_repr().numpy()[1], v.int_repr().numpy())
-    assert qe.t()._version is qe._version
+    assert qe.t()._vc is qe._vc
 
 
 CHANNEL_VIEWS = [("view", lambda q: q.view(3, 2, 2)), ("select axis", lambda q: q[1]),

@@ -282,9 +282,9 @@ def test_float32_steps_skip_parameters_without_gradient(name, kwargs):
                 if g.ndim == 2:
                     g32 = g32.mT.contiguous().mT  # the same values in column-major layout
                 p.grad = None if (j == 1 and i < 5) else g32
-            before = [p._version if lib is torch else p._version[0] for p in params]
+            before = [p._version for p in params]
             opt.step()
-            after = [p._version if lib is torch else p._version[0] for p in params]
+            after = [p._version for p in params]
             versions.append([b < a for b, a in zip(before, after)])
             traj.append([p.detach().numpy().copy() for p in params])
         runs.append((traj, versions))
@@ -311,11 +311,11 @@ def test_plain_sgd_mixed_dtypes_matches_torch(lr):
         params.append(lib.nn.Parameter(lib.ones(2)))
         for p in params[:-1]:
             p.grad = (lib.arange(p.numel(), dtype=p.dtype).reshape(p.shape) - 1.5) * 0.3
-        versions = [p._version for p in params] if lib is torch else [p._version[0] for p in params]
+        versions = [p._version for p in params]
         opt = lib.optim.SGD(params, lr=lr)
         opt.step()
         opt.step()
-        after = [p._version for p in params] if lib is torch else [p._version[0] for p in params]
+        after = [p._version for p in params]
         results.append([(str(p.dtype).split(".")[-1], p.detach().double().tolist()) for p in params])
         assert all(a > v for a, v in zip(after[:-1], versions[:-1])) and after[-1] == versions[-1]
     rtol = {"bfloat16": 1e-2, "float16": 1e-3, "float32": 1e-6, "float64": 1e-12}  # a rounding step apart

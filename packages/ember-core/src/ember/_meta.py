@@ -125,7 +125,7 @@ def _mutate(op, args):
         no_data()
     if op.name == "copy_":
         P.check_inplace_broadcast(target._data.shape, args[1]._data.shape)
-    target._version[0] += 1
+    target._vc[0] += 1
     return target
 
 
@@ -137,7 +137,7 @@ def _into(target, r):
         raise RuntimeError(f"result type {TORCH_NAME[rd]} can't be cast to the desired output type "
                            f"{TORCH_NAME[target.dtype]}")
     P.check_inplace_broadcast(target._data.shape, r._data.shape)
-    target._version[0] += 1
+    target._vc[0] += 1
     return target
 
 
@@ -149,7 +149,7 @@ def _write_out(out, r):
                            f"{TORCH_NAME[out.dtype]}")
     if out._data.shape != r._data.shape:
         out._data = MetaArray(r._data.shape, out._data.dtype)
-    out._version[0] += 1
+    out._vc[0] += 1
     return out
 
 

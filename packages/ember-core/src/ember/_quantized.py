@@ -89,7 +89,7 @@ def _new(arr, q, like=None):
     """A quantized tensor over integer array ``arr``; a view of ``like``'s memory shares its version counter."""
     t = _wrap_q(_QArray(arr, q))
     if like is not None:
-        t._version = like._version
+        t._vc = like._vc
         t._base = like._base if like._base is not None else like
     return t
 
@@ -97,7 +97,7 @@ def _new(arr, q, like=None):
 def _ints(t):
     """A plain tensor over ``t``'s integers (same memory and version counter): ops run on it."""
     i = _wrap(t._data.arr)
-    i._version, i._base = t._version, t._base
+    i._vc, i._base = t._vc, t._base
     return i
 
 
@@ -761,7 +761,7 @@ def _copy_(op, args, kwargs):
     else:
         arr = _quantized_like(target, src, shape)
     target._data.arr[...] = arr
-    target._version[0] += 1
+    target._vc[0] += 1
     return target
 
 
@@ -787,7 +787,7 @@ def _setitem(op, args, kwargs):
                            "dequantize to get a float Tensor from a quantized Tensor")
     part = _ints(t)[index]
     part._data[...] = _quantized_like(t, value, part._data.shape)
-    t._version[0] += 1
+    t._vc[0] += 1
 
 
 def empty_like_quantized(t):
@@ -798,7 +798,7 @@ def empty_like_quantized(t):
 def _fill_(op, args, kwargs):
     t, value = args
     t._data.arr[...] = _quantized_like(t, value.item() if isinstance(value, Tensor) else value, ())
-    t._version[0] += 1
+    t._vc[0] += 1
     return t
 
 
@@ -911,7 +911,7 @@ def dispatch(op, args, kwargs, out, mode):
         r = handler(op, args, kwargs)
         target._data.arr[...] = r._data.arr
         target._data.q = r._data.q
-        target._version[0] += 1
+        target._vc[0] += 1
         return target
     return handler(op, args, kwargs)
 

@@ -299,7 +299,7 @@ def elementwise_impl(call):
             except ValueError:  # (a read-only target: write_into below words the error)
                 pass
             else:
-                operands[0]._version[0] += 1
+                operands[0]._vc[0] += 1
                 return operands[0]
     if kwargs or op.split is None or xp is not np or math.prod(shape) < _SPLIT_MIN:
         r = op.impl(xp, *arrays, **kwargs)
@@ -322,7 +322,7 @@ def _refuse_partial_overlap(target, operands):
     shared version counter is what marks tensors over one storage."""
     t = target._data
     for x in operands:
-        if type(x) is Tensor and x is not target and x._version is target._version and x._data.size and t.size:
+        if type(x) is Tensor and x is not target and x._vc is target._vc and x._data.size and t.size:
             d = x._data
             if not (d.flags.c_contiguous or d.flags.f_contiguous) or not (t.flags.c_contiguous or t.flags.f_contiguous):
                 continue
@@ -355,7 +355,7 @@ def write_into(target, r):
                                "to a single memory location. Please clone() the tensor before performing the "
                                "operation.") from None
         raise
-    target._version[0] += 1
+    target._vc[0] += 1
     return target
 
 
@@ -392,7 +392,7 @@ def write_out(out, r, refusal=cast_refusal):
                           "reuse an out tensor t by resizing it, inplace, to zero elements with t.resize_(0).",
                           UserWarning, stacklevel=4)
         out._data = r.astype(od.np, copy=True) if r.dtype != od.np or r.base is not None else r
-        out._version[0] += 1
+        out._vc[0] += 1
         return out
     return write_into(out, r)
 
@@ -573,7 +573,7 @@ def _general(op, args, kwargs, mode, out):
         xp = np
     r = op.impl(xp, *arrays, **kwargs_in)
     if op.mutates:
-        args[0]._version[0] += 1
+        args[0]._vc[0] += 1
         return args[0]
     if mode == "inplace":
         target = args[0]

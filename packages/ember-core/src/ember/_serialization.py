@@ -400,7 +400,7 @@ def _view(storage, offset, size, stride, dtype=None):
     view = xp.lib.stride_tricks.as_strided(start, size, tuple(s * arr.itemsize for s in stride))
     if offset == 0 and view.size == arr.size and view.flags.c_contiguous:
         t = Tensor._wrap(view)  # the whole storage: an ordinary tensor, not a view
-        t._version = storage._version
+        t._vc = storage._vc
         return t
     return Tensor._wrap(view)._view_of(storage)
 

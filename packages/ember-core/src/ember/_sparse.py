@@ -62,7 +62,7 @@ class _SparseTensor(Tensor):
     def _init_sparse(self, shape, values, leaf):
         self._data = _Meta(shape, values._data.dtype)
         self._val, self._leaf = values, leaf
-        self._version, self._base, self._ext = [0], None, None
+        self._vc, self._base, self._ext = [0], None, None
         self._rg = values._rg
         self._dgrad = self._acc = self._gcache = None
         return self
@@ -1172,7 +1172,7 @@ def dispatch(op, args, kwargs, out, mode):
         raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
     for name in _SLOTS[type(target)]:
         setattr(target, name, getattr(r, name))
-    target._version[0] += 1
+    target._vc[0] += 1
     return target
 
 

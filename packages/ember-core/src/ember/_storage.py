@@ -338,7 +338,7 @@ def set_(self, source=None, storage_offset=0, size=None, stride=None):
             # (the whole storage as the base: storage_offset() and untyped_storage() count from its start)
             self._base = Tensor._wrap(memory[:memory.size - memory.size % self._data.itemsize].view(self._data.dtype))
             self._data = _geometry(self._base._data, storage_offset, size, stride)
-    self._version[0] += 1
+    self._vc[0] += 1
     return self
 
 

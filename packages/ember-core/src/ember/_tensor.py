@@ -1,7 +1,8 @@
 """``ember.Tensor``: one NumPy or CuPy array plus what autograd needs.
 
 The array is the storage; a view's array is a NumPy/CuPy view of its base's array and shares its
-version counter (a one-element list) so that autograd can see in-place changes of saved tensors.
+version counter (``_vc``, a one-element list; ``_version`` reads it as PyTorch's int) so that autograd can see
+in-place changes of saved tensors.
 Ops are not written here: the op registry installs them as methods and operators.
 """
 import builtins
@@ -18,7 +19,7 @@ from ._size import Size
 
 
 class Tensor:
-    __slots__ = ("_data", "_version", "_base", "_rg", "grad", "grad_fn", "_ext", "__weakref__")
+    __slots__ = ("_data", "_vc", "_base", "_rg", "grad", "grad_fn", "_ext", "__weakref__")
     # NumPy defers binary operators to us (np.float32(2) * t calls Tensor.__rmul__)
     __array_ufunc__ = None
     __array_priority__ = 1000
@@ -37,19 +38,25 @@ class Tensor:
         """A new tensor over ``arr`` (no copy): the one constructor ops use."""
         t = _new(cls)
         t._data = arr  # (_init's body, inlined: this runs for every op result)
-        t._version = [0]
+        t._vc = [0]
         t._base = t.grad = t.grad_fn = t._ext = None
         t._rg = False
         return t
 
     def _view_of(self, base):
         """Mark this tensor as a view of ``base``: shared version counter and base."""
-        self._version = base._version
+        self._vc = base._vc
         self._base = base._base if base._base is not None else base
         return self
 
     def _bump(self):
-        self._version[0] += 1
+        self._vc[0] += 1
+
+    @property
+    def _version(self):
+        """How many times this tensor's memory was written in place, as PyTorch counts it: an int read from the
+        counter (``_vc``, a one-element list) that a tensor shares with its views."""
+        return self._vc[0]
 
     # ---- metadata -------------------------------------------------------------------------
     @property
@@ -141,7 +148,7 @@ class Tensor:
                             "possible. Make sure your class inherits from Tensor.")
         alias = self.view_as(self)
         t = cls._wrap(alias._data)
-        t._version, t._base, t._rg, t.grad_fn = alias._version, alias._base, alias._rg, alias.grad_fn
+        t._vc, t._base, t._rg, t.grad_fn = alias._vc, alias._base, alias._rg, alias.grad_fn
         t._ext = dict(alias._ext) if alias._ext is not None else None
         return t
 
@@ -464,7 +471,7 @@ _new = object.__new__
 
 def _init(t, arr):
     t._data = arr
-    t._version = [0]
+    t._vc = [0]
     t._base = None
     t._rg = False
     t.grad = None

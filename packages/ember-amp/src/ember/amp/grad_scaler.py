@@ -49,8 +49,8 @@ def _update_scale_(scale, tracker, found_inf, growth_factor, backoff_factor, gro
         backed = (s.astype(np.float64) * backoff_factor).astype(np.float32)
     s[...] = xp.where(found, backed, xp.where(grow & xp.isfinite(grown), grown, s))
     t[...] = xp.where(found | grow, 0, successful)
-    scale._version[0] += 1
-    tracker._version[0] += 1
+    scale._vc[0] += 1
+    tracker._vc[0] += 1
 
 
 def _update_scale_host(scale, tracker, found, growth_factor, backoff_factor, growth_interval):
@@ -67,8 +67,8 @@ def _update_scale_host(scale, tracker, found, growth_factor, backoff_factor, gro
         t[...] = 0
     else:
         t[...] = t + 1
-    scale._version[0] += 1
-    tracker._version[0] += 1
+    scale._vc[0] += 1
+    tracker._vc[0] += 1
 
 
 class GradScaler:
@@ -144,7 +144,7 @@ class GradScaler:
         if not allow_fp16 and _F16 in dtypes:
             raise ValueError("Attempting to unscale FP16 gradients.")
         for g in grads:
-            g._version[0] += 1  # the arrays are scaled in place below
+            g._vc[0] += 1  # the arrays are scaled in place below
         if len(dtypes) == 1 and set(map(type, arrays)) == _HOST:  # the common case: no grouping needed
             return {_CPU: _host_flag(unscale_numpy(arrays, float(inv_scale)))}
         per_key = {}  # CPU: numpy dtype; CUDA: (device, dtype) -> the gradients' arrays

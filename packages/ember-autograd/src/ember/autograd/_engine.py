@@ -119,7 +119,7 @@ class _Overwritten(Tensor):
     __slots__ = ("_device",)
 
     def __init__(self, data, error):
-        self._data, self._version, self._device = _Values(data, error), [0], _meta(data)[2] or CPU
+        self._data, self._vc, self._device = _Values(data, error), [0], _meta(data)[2] or CPU
         self._base = self.grad = self.grad_fn = self._ext = None
         self._rg = False
 
@@ -143,7 +143,7 @@ def _replace(x, stand_ins):
 def _output(data, version, node, index):
     """A call's output rebuilt from its array, as part of the graph (it leads into ``node``)."""
     t = Tensor._wrap(data)
-    t._version = version
+    t._vc = version
     if node is not None and data.dtype.kind in "fcV":  # (V: bfloat16's storage) outputs that carry gradients
         t._rg = True
         t.grad_fn = node
@@ -256,14 +256,14 @@ class Node:
         self.grad_donated = False  # set while the VJP runs: it may write into the gradient's array (see _unshared)
         in_versions = []
         for t in inputs:
-            in_versions.append(t._version[0])
+            in_versions.append(t._vc[0])
         out_meta, outs, out_versions = [], [], []
         keep_out = getattr(vjp, "saves_out", True)
         for o in outputs:
             d = o._data
             out_meta.append((d.shape, d.dtype, None) if type(d) is ndarray else _meta(d))
             if keep_out:
-                v = o._version
+                v = o._vc
                 outs.append((d, v))
                 out_versions.append(v[0])
         self._out_meta, self._outs, self._versions = out_meta, outs, (in_versions, out_versions)
@@ -286,7 +286,7 @@ class Node:
         if versions is None:
             raise RuntimeError(_FREED)
         for t, v in zip(self._inputs, versions[0]):  # (inlined: every VJP reads its arguments)
-            if t._version[0] != v:
+            if t._vc[0] != v:
                 return self._overwritten_args()
         if _MODE.enabled:
             return self._args
@@ -298,7 +298,7 @@ class Node:
     def _overwritten_args(self):
         stand_ins = {}
         for t, v in zip(self._inputs, self._versions[0]):
-            now = t._version[0]
+            now = t._vc[0]
             if now != v:
                 if not isinstance(t, Tensor):  # the metadata of a packed tensor (graph.saved_tensors_hooks)
                     raise RuntimeError(_modified(t._data, now, v, None))
@@ -311,8 +311,8 @@ class Node:
         versions = self._versions
         if versions is not None:
             for t, v in zip(self._inputs, versions[0]):
-                if t._version[0] != v:
-                    return _modified(t._data, t._version[0], v, t if isinstance(t, Tensor) else None)
+                if t._vc[0] != v:
+                    return _modified(t._data, t._vc[0], v, t if isinstance(t, Tensor) else None)
             for (data, version), v in zip(self._outs, versions[1]):
                 if version[0] != v:
                     return _modified(data, version[0], v)
@@ -494,7 +494,7 @@ class AccumulateGrad(Node):
                 ufunc(np.add, d, g._data, out=d)
             else:
                 d += g._data
-            have._version[0] += 1
+            have._vc[0] += 1
         else:
             v.grad = Tensor._wrap(have._data + g._data)
         for hook in self._post_hooks or ():

@@ -59,7 +59,7 @@ def autograd_layer(call, call_next):
         if base is not None and base.grad_fn is None and base._rg:
             raise RuntimeError("a view of a leaf Variable that requires grad is being used in an in-place operation.")
         # the versions of what the call reads, before it writes (an input may share the target's counter: y.mul_(y))
-        before = {id(t._version): t._version[0] for t in tensors}
+        before = {id(t._vc): t._vc[0] for t in tensors}
     if kwargs:
         args, kwargs, inputs = _bind_tensor_kwargs(op, args, kwargs)
         call.args, call.kwargs = args, kwargs
@@ -137,7 +137,7 @@ def _record_in_place(node, target, before):
     the target is a view), and every other view of the same memory becomes a view of that new history."""
     versions = node._versions[0]
     for i, t in enumerate(node._inputs):
-        versions[i] = before.get(id(t._version), versions[i])
+        versions[i] = before.get(id(t._vc), versions[i])
     if target._base is not None and _chain(target) is not None:
         _rebase_view(target, node)
     elif target._data.dtype.kind in "fcV":
@@ -146,7 +146,7 @@ def _record_in_place(node, target, before):
     views = base._ext.get("views") if base._ext is not None else None
     for ref in views or ():
         view = ref()
-        if view is not None and view is not target and view._version is base._version:
+        if view is not None and view is not target and view._vc is base._vc:
             chain = _chain(view)
             if chain is not None:
                 attach(view, _view_of_new_base(base, chain, view), 0)

@@ -18,15 +18,15 @@ class FunctionCtx:
         self.needs_input_grad = ()
 
     def save_for_backward(self, *tensors):
-        self._saved = tuple((t, t._version[0]) if isinstance(t, Tensor) else (t, None) for t in tensors)
+        self._saved = tuple((t, t._vc[0]) if isinstance(t, Tensor) else (t, None) for t in tensors)
 
     @property
     def saved_tensors(self):
         if self._saved is None:
             return ()
         for t, v in self._saved:
-            if v is not None and t._version[0] != v:
-                raise RuntimeError(_modified(t._data, t._version[0], v, t))
+            if v is not None and t._vc[0] != v:
+                raise RuntimeError(_modified(t._data, t._vc[0], v, t))
         return tuple(t for t, _ in self._saved)
 
     def mark_dirty(self, *tensors):

@@ -40,7 +40,7 @@ def get_gradient_edge(tensor):
 
 def increment_version(tensor):
     """Mark ``tensor`` as modified in place (for changes made behind autograd's back)."""
-    tensor._version[0] += 1
+    tensor._vc[0] += 1
 
 
 class _Local(threading.local):
@@ -132,10 +132,10 @@ def _stand_in(data):
 class _Meta:
     """What the version check reads of a saved tensor, without keeping the tensor alive."""
 
-    __slots__ = ("_version", "_data")
+    __slots__ = ("_vc", "_data")
 
     def __init__(self, t):
-        self._version, self._data = t._version, _stand_in(t._data)
+        self._vc, self._data = t._vc, _stand_in(t._data)
 
 
 class _Packed:

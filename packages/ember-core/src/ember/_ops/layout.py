@@ -1027,7 +1027,7 @@ def _(ctx, g):
 def _inplace_view(view_op, name):
     def method(self, *args, **kwargs):
         self._data = view_op.impl(_device_arrays([self]), self._data, *args, **kwargs)
-        self._version[0] += 1
+        self._vc[0] += 1
         return self
     method.__name__ = method.__qualname__ = name
     method.__doc__ = f"In-place ``{view_op.name}``: this tensor takes the new shape."
@@ -1053,7 +1053,7 @@ def resize_(self, *sizes, memory_format=None):
         grown = xp.empty(n, flat.dtype)
         grown[:flat.size] = flat
         self._data = grown.reshape(shape)
-    self._version[0] += 1
+    self._vc[0] += 1
     return self
 
 

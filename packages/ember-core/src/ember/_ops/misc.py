@@ -293,7 +293,7 @@ def map_(self, other, callable):  # noqa: A002 - PyTorch's parameter name
     P.check_inplace_broadcast(self._data.shape, P.broadcast_shapes(self._data.shape, other._data.shape))
     f = np.frompyfunc(callable, 2, 1)
     self._data[...] = f(self._data, np.broadcast_to(other._data, self._data.shape)).astype(self._data.dtype)
-    self._version[0] += 1
+    self._vc[0] += 1
     return self
 
 
@@ -301,7 +301,7 @@ def apply_(self, callable):  # noqa: A002
     """Set each element to ``callable(element)``; CPU only."""
     _cpu_only(self, "apply_")
     self._data[...] = np.frompyfunc(callable, 1, 1)(self._data).astype(self._data.dtype)
-    self._version[0] += 1
+    self._vc[0] += 1
     return self
 
 

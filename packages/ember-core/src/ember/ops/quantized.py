@@ -219,7 +219,7 @@ def relu6(qx, inplace=False):
 
 def _into(target, r):
     target._data.arr[...] = r._data.arr
-    target._version[0] += 1
+    target._vc[0] += 1
     return target
 
 

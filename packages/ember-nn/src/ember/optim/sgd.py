@@ -43,7 +43,7 @@ class SGD(Optimizer):
                 g = p.grad
                 if g is None:
                     continue
-                p._version[0] += 1  # p is updated in place below (done(p), inlined)
+                p._vc[0] += 1  # p is updated in place below (done(p), inlined)
                 if g.is_sparse:
                     if group["weight_decay"]:
                         raise RuntimeError("add(sparse, dense) is not supported. Use add(dense, sparse) instead.")
