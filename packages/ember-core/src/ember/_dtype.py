@@ -94,6 +94,27 @@ def from_np(np_dtype):
                         "int16, int8, uint8, and bool.") from None
 
 
+# C++ names of the integer types in PyTorch's "value cannot be converted" messages
+_C_INT = {np.dtype(np.uint8): "uint8_t", np.dtype(np.int8): "int8_t", np.dtype(np.int16): "int16_t",
+          np.dtype(np.int32): "int", np.dtype(np.int64): "int64_t"}
+
+
+def number_as(value, np_dtype):
+    """Python number ``value`` as a fill value or bound for an integer array of ``np_dtype``, converted as PyTorch
+    converts one: in the type's range (for unsigned types, integers down to -max too, which wrap around as C++
+    casts do: ``fill_(-1)`` of a uint8 tensor gives 255; floats truncate) or PyTorch's RuntimeError, where NumPy
+    raises OverflowError for an integer and casts a float silently. Other values and dtypes pass unchanged."""
+    if np_dtype.kind not in "iu" or isinstance(value, (builtins.bool, np.bool_)) or not isinstance(
+            value, (builtins.int, builtins.float, np.integer, np.floating)):
+        return value
+    info = np.iinfo(np_dtype)
+    low = -builtins.int(info.max) if np_dtype.kind == "u" and isinstance(value, (builtins.int, np.integer)) \
+        else builtins.int(info.min)
+    if not low <= value <= info.max:  # (NaN too)
+        raise RuntimeError(f"value cannot be converted to type {_C_INT[np_dtype]} without overflow")
+    return np.array(builtins.int(value), np.int64).astype(np_dtype)[()]
+
+
 def storage(d):
     """The NumPy dtype that stores ember dtype ``d``."""
     if d.np is None:

@@ -129,7 +129,7 @@ def full(size, fill_value, *, out=None, dtype=None, layout=None, device=None, re
     """A tensor of the given shape filled with ``fill_value`` (its dtype inferred from the value)."""
     dtype = dtype or _infer_scalar_dtype(fill_value)
     value = fill_value.item() if isinstance(fill_value, Tensor) else fill_value
-    return _make((size,), dtype, device, requires_grad, out, lambda s, t: np.full(s, value, dtype=t))
+    return _make((size,), dtype, device, requires_grad, out, lambda s, t: np.full(s, D.number_as(value, t), dtype=t))
 
 
 @factory("zeros_like")

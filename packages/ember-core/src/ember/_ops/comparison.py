@@ -118,7 +118,7 @@ _WHERE = _kernels.elementwise_kernel(
 
 
 def _as_array(xp, v, dtype):
-    return v.astype(dtype, copy=False) if hasattr(v, "ndim") else xp.asarray(v, dtype=dtype)
+    return v.astype(dtype, copy=False) if hasattr(v, "ndim") else xp.asarray(D.number_as(v, dtype), dtype=dtype)
 
 
 # Elements from which a host ``where`` selects with bit masks: NumPy's np.where branches per element, and a

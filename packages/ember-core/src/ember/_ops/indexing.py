@@ -113,6 +113,8 @@ def setitem(xp, input, index, value):
         raise TypeError(f"can't assign a {type(value).__name__} to a {D.from_np(input.dtype)} tensor")
     elif isinstance(value, complex) and input.dtype.kind != "c":
         raise TypeError("can't convert complex to float")
+    else:
+        value = D.number_as(value, input.dtype)
     try:
         input[convert_index(xp, _unwrap_index(index))] = value
     except IndexError as e:

@@ -1,6 +1,7 @@
 """Ops that overwrite a tensor's elements: fill_, zero_, copy_."""
 import numpy as np
 
+from .. import _dtype as D
 from .. import _promotion as P
 from .._registry import op
 
@@ -17,7 +18,8 @@ def _scalar_value(value):
 @op("fill_", function=False, mutates=True)
 def fill_(xp, input, value):
     """Set every element to ``value`` (a number or a zero-dim tensor)."""
-    input[...] = _scalar_value(value)
+    v = _scalar_value(value)  # (a tensor's value is cast as it is, a number checked as PyTorch checks it)
+    input[...] = v if hasattr(value, "ndim") else D.number_as(v, input.dtype)
 
 
 @fill_.vjp

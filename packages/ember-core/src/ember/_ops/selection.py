@@ -451,7 +451,7 @@ def index_fill(xp, input, dim, index, value):
     if idx.size and (int(idx.min()) < -x.shape[d] or int(idx.max()) >= x.shape[d]):
         raise IndexError(f"index {int(idx.max())} is out of bounds for dimension {d} with size {x.shape[d]}")
     out = x.copy()
-    out[(slice(None),) * d + (idx,)] = value[()] if hasattr(value, "ndim") else value
+    out[(slice(None),) * d + (idx,)] = value[()] if hasattr(value, "ndim") else D.number_as(value, out.dtype)
     return out.reshape(input.shape)
 
 
@@ -662,7 +662,7 @@ def masked_fill(xp, input, mask, value):
     if isinstance(value, complex) and input.dtype.kind != "c":
         raise RuntimeError("value cannot be converted to type without overflow")
     broadcast_shapes(input.shape, mask.shape)
-    fill = xp.asarray(value).astype(_compute_dtype(input))
+    fill = xp.asarray(D.number_as(value, input.dtype)).astype(_compute_dtype(input))
     return xp.where(mask, fill, input.astype(fill.dtype, copy=False)).astype(input.dtype, copy=False)
 
 

@@ -252,7 +252,8 @@ def sum_to_size(xp, input, *size):
     if lead < 0:
         raise RuntimeError(f"size {{{list(size)}}} is not expandable to size {{{list(input.shape)}}}.")
     axes = tuple(range(lead)) + tuple(lead + i for i, s in enumerate(size) if s == 1 and input.shape[lead + i] != 1)
-    r = input.sum(axis=axes, keepdims=True) if axes else input
+    # (integers and bool sum to int64, as PyTorch's sum: NumPy's would give uint64 for unsigned ones)
+    r = input.sum(axis=axes, keepdims=True, dtype=np.int64 if input.dtype.kind in "biu" else None) if axes else input
     return r.reshape(size)
 
 
