@@ -53,3 +53,35 @@ def test_sum_to_size_of_integers_is_int64(dtype):
     got, expected = (m.ones(3, 2, dtype=getattr(m, dtype)).mul(200 if dtype == "uint8" else 1).sum_to_size(3, 1)
                      for m in (ember, torch))
     assert str(got.dtype).split(".")[1] == str(expected.dtype).split(".")[1] and got.tolist() == expected.tolist()
+
+
+def _u8(m, *values):
+    return m.tensor(values, dtype=m.uint8)
+
+
+OTHER = {
+    "add(alpha=-3)": lambda m: m.add(_u8(m, 1, 5, 250), _u8(m, 1, 2, 3), alpha=-3),
+    "sub_(alpha=-3)": lambda m: _u8(m, 1, 5, 250).sub_(_u8(m, 1, 2, 3), alpha=-3),
+    "add(alpha=300)": lambda m: m.add(_u8(m, 1), _u8(m, 1), alpha=300),
+    "uint8 >> 8..255": lambda m: _u8(m, 1, 128, 255, 250) >> _u8(m, 8, 9, 200, 255),
+    "int8 >> 9": lambda m: m.tensor([-128, 5], dtype=m.int8) >> 9,
+    "x[int8 index]": lambda m: m.arange(6).reshape(3, 2)[m.tensor([1, 0], dtype=m.int8)],
+    "x[int16 index] = 7": lambda m: m.arange(6).index_put_((m.tensor([1], dtype=m.int16),), m.tensor(7)),
+    "x[uint8 mask]": lambda m: m.arange(6).reshape(3, 2)[m.tensor([1, 0, 1], dtype=m.uint8)],
+    "x[int32 index]": lambda m: m.arange(6).reshape(3, 2)[m.tensor([1, 0], dtype=m.int32)],
+    "index_fill(int32 index)": lambda m: m.arange(6).index_fill(0, m.tensor([1], dtype=m.int32), 5),
+}
+
+
+@pytest.mark.parametrize("name", OTHER)
+def test_integer_arithmetic_and_index_dtypes_as_torch(name):
+    import warnings
+    outcome = []
+    for m in (torch, ember):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # (uint8 masks are deprecated)
+            try:
+                outcome.append(OTHER[name](m).tolist())
+            except Exception as e:  # noqa: BLE001 - the type and message are what is compared
+                outcome.append((type(e).__name__, str(e)))
+    assert outcome[1] == outcome[0]

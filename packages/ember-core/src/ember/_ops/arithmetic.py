@@ -43,7 +43,7 @@ def _alpha_rule(name):
 @quiet
 def add(xp, a, b, *, alpha=1):
     """``input + alpha * other``."""
-    return xp.add(a, b if alpha == 1 else b * alpha)
+    return xp.add(a, b if alpha == 1 else b * D.number_as(alpha, b.dtype))
 
 
 def wanted(ctx):
@@ -67,7 +67,8 @@ def _scaled_into(f):
     it (float products and the ufunc over the cores when large)."""
     def into(out, a, b, *, alpha=1):
         if alpha != 1:
-            b = _parallel.ufunc(np.multiply, b, b.dtype.type(alpha)) if b.dtype.kind == "f" else b * alpha
+            b = _parallel.ufunc(np.multiply, b, b.dtype.type(alpha)) if b.dtype.kind == "f" else \
+                b * D.number_as(alpha, b.dtype)  # (integers: PyTorch's range check, wrapping around)
         _parallel.ufunc(f, a, b, out=out)
     return into
 
@@ -85,7 +86,7 @@ def _(ctx, g):
 @quiet
 def sub(xp, a, b, *, alpha=1):
     """``input - alpha * other``."""
-    return xp.subtract(a, b if alpha == 1 else b * alpha)
+    return xp.subtract(a, b if alpha == 1 else b * D.number_as(alpha, b.dtype))
 
 
 add.into, sub.into = _scaled_into(np.add), _scaled_into(np.subtract)

@@ -284,8 +284,12 @@ def bitwise_left_shift(xp, a, b):
 @elementwise("bitwise_right_shift", rule=_integer_rule("rshift_cpu"), differentiable=False,
              operators=("__rshift__", "__rrshift__", "__irshift__"))
 def bitwise_right_shift(xp, a, b):
-    """Arithmetic ``input >> other``; counts outside [0, bits) shift by bits - 1 (sign fill)."""
-    return xp.right_shift(a, _shift_amount(xp, a, b)[0])
+    """Arithmetic ``input >> other``; counts outside [0, bits) shift by bits - 1 (sign fill), or give 0 for
+    unsigned types (bool and uint8: no sign to fill with)."""
+    n, outside = _shift_amount(xp, a, b)
+    if a.dtype.kind in "bu":
+        return xp.where(outside, a.dtype.type(0), xp.right_shift(a, n))
+    return xp.right_shift(a, n)
 
 
 # ---- fused interpolation and multiply-add (one CuPy kernel each, as PyTorch fuses them) ---------

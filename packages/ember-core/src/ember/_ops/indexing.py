@@ -13,6 +13,9 @@ def _is_basic(index):
                for i in items)
 
 
+_INDEX_DTYPES = (np.dtype(np.int64), np.dtype(np.int32), np.dtype(np.bool_))
+
+
 def _convert_item(xp, i):
     if isinstance(i, slice):
         if i.step is not None and int(i.step) <= 0:
@@ -21,7 +24,7 @@ def _convert_item(xp, i):
     if hasattr(i, "dtype") and hasattr(i, "ndim"):  # an unwrapped index tensor
         if i.dtype == np.uint8:
             return i.astype(bool)
-        if i.dtype.kind not in "iub":
+        if i.dtype not in _INDEX_DTYPES:  # (int8 and int16 index tensors too)
             raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
         return i
     if isinstance(i, (list, tuple)):

@@ -442,6 +442,8 @@ def _(ctx, g):
 @op("index_fill", inplace=True)
 def index_fill(xp, input, dim, index, value):
     """Set the slices of ``input`` along ``dim`` at the positions in ``index`` to ``value``."""
+    if index.dtype != np.int64:  # (PyTorch's index_fill takes no int32 index, unlike index_select)
+        raise IndexError("index_fill_(): Expected dtype int64 for index.")
     idx = _check_index_vector("index_fill_", index)
     if hasattr(value, "ndim") and value.ndim:
         raise RuntimeError(f"index_fill_ only supports a 0-dimensional value tensor, but got tensor with "
