@@ -175,6 +175,8 @@ def test_coalesced_accessors_and_layout_refusals():
     raises_like(lambda m: csr(m).indices(), "indices expected sparse coordinate tensor layout but got SparseCsr")
     raises_like(lambda m: csr(m).coalesce(), "coalesce expected sparse coordinate tensor layout")
     raises_like(lambda m: m.ones(2).indices(), "but got Strided")
+    raises_like(lambda m: m.ones(2).values(), "values expected sparse tensor layout but got Strided")
+    assert csr(ember).values().tolist() == csr(torch).values().tolist()
     raises_like(lambda m: coo(m).numpy(), "can't convert Sparse layout tensor to numpy")
     raises_like(lambda m: csr(m).numpy(), "can't convert SparseCsr layout tensor to numpy")
     raises_like(lambda m: coo(m).data_ptr(), "doesn't have storage")

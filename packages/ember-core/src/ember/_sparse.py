@@ -350,11 +350,11 @@ class SparseCsrTensor(_SparseTensor):
 # the methods of layouts a tensor is not of (ccol_indices/row_indices: of the column compressed layouts, which ember
 # has none of) raise PyTorch's error
 _WANT = {"crow_indices": "sparse row compressed", "col_indices": "sparse row compressed",
-         "ccol_indices": "sparse column compressed", "row_indices": "sparse column compressed"}
+         "ccol_indices": "sparse column compressed", "row_indices": "sparse column compressed", "values": "sparse"}
 for _name in ("indices", "_indices", "is_coalesced", "coalesce", "crow_indices", "col_indices", "ccol_indices",
-              "row_indices"):
+              "row_indices", "values"):
     for _cls, _other in ((Tensor, "Strided"), (SparseCooTensor, "Sparse"), (SparseCsrTensor, "SparseCsr")):
-        if _name not in _cls.__dict__:
+        if not hasattr(_cls, _name) or (_cls is not Tensor and getattr(_cls, _name) is getattr(Tensor, _name)):
             def _refuse(self, *args, _name=_name, _other=_other, **kwargs):
                 want = _WANT.get(_name, "sparse coordinate")
                 raise RuntimeError(f"{_name.lstrip('_')} expected {want} tensor layout but got {_other}")
