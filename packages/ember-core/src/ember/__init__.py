@@ -37,6 +37,11 @@ from ._dtype import (  # noqa: E402
     dtype,
     finfo,
     float,
+    float8_e4m3fn,
+    float8_e4m3fnuz,
+    float8_e5m2,
+    float8_e5m2fnuz,
+    float8_e8m0fnu,
     float16,
     float32,
     float64,
@@ -54,6 +59,7 @@ from ._dtype import (  # noqa: E402
     uint8,
 )
 from ._factory import get_default_device, set_default_device  # noqa: E402
+from ._float8 import _scaled_mm  # noqa: E402
 from ._layout import layout, sparse_coo, sparse_csr, strided  # noqa: E402
 from ._legacy_types import *  # noqa: E402,F401,F403  (ember.FloatTensor, ember.LongTensor, ...)
 from ._memory_format import (  # noqa: E402

@@ -73,4 +73,7 @@ def shares_memory(a, b):
     """Whether array ``a`` may view ``b``'s memory (a cheap bounds test, no element scan)."""
     if type(a) is np.ndarray:
         return type(b) is np.ndarray and np.may_share_memory(a, b)
-    return type(b) is not np.ndarray and a.data.mem is b.data.mem
+    if type(b) is np.ndarray:  # (a stand-in over a host array: a float8 view of b's bytes)
+        arr = getattr(a, "arr", None)
+        return type(arr) is np.ndarray and np.may_share_memory(arr, b)
+    return a.data.mem is b.data.mem

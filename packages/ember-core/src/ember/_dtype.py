@@ -1,5 +1,6 @@
 """ember's dtypes: PyTorch's names and properties over NumPy (and ml_dtypes) storage types."""
 import builtins
+import math
 
 import ml_dtypes
 import numpy as np
@@ -59,6 +60,33 @@ complex32 = dtype("complex32", None, "complex", 1, "c4")  # no NumPy storage: pr
 complex64 = dtype("complex64", np.complex64, "complex", 2, "c8")
 complex128 = dtype("complex128", np.complex128, "complex", 3, "c16")
 
+
+
+class _Float8(dtype):
+    """A float8 storage type (``ember.float8_e4m3fn``, ...): ``ml`` is its ml_dtypes type, ``torch_name`` PyTorch's
+    scalar-type name. Its ``np`` is None, so that only ``ember._float8`` makes arrays of it (``storage`` refuses)."""
+
+    __slots__ = ("ml", "torch_name")
+
+    def __init__(self, name, ml_type, torch_name, signed=True):
+        self.name, self.np, self.category, self.rank, self._abbr = name, None, 2, 0, name
+        self.is_floating_point, self.is_complex, self.is_signed, self.itemsize = True, False, signed, 1
+        self.ml, self.torch_name = np.dtype(ml_type), torch_name
+
+    def to_real(self):
+        return self
+
+    def to_complex(self):
+        raise RuntimeError(f"Unknown Complex ScalarType for {self.torch_name}")
+
+
+float8_e4m3fn = _Float8("float8_e4m3fn", ml_dtypes.float8_e4m3fn, "Float8_e4m3fn")
+float8_e5m2 = _Float8("float8_e5m2", ml_dtypes.float8_e5m2, "Float8_e5m2")
+float8_e4m3fnuz = _Float8("float8_e4m3fnuz", ml_dtypes.float8_e4m3fnuz, "Float8_e4m3fnuz")
+float8_e5m2fnuz = _Float8("float8_e5m2fnuz", ml_dtypes.float8_e5m2fnuz, "Float8_e5m2fnuz")
+float8_e8m0fnu = _Float8("float8_e8m0fnu", ml_dtypes.float8_e8m0fnu, "Float8_e8m0fnu", signed=False)
+FLOAT8 = (float8_e4m3fn, float8_e5m2, float8_e4m3fnuz, float8_e5m2fnuz, float8_e8m0fnu)
+
 # PyTorch's aliases
 half, float, double = float16, float32, float64
 short, int, long = int16, int32, int64
@@ -66,7 +94,7 @@ cfloat, cdouble, chalf = complex64, complex128, complex32
 
 ALL = (bool, uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64,
        complex32, complex64, complex128)
-_NAMES = {d.name: d for d in ALL}
+_NAMES = {d.name: d for d in ALL + FLOAT8}
 # C++ type names, used in PyTorch's messages
 CPP_NAME = {bool: "bool", uint8: "unsigned char", int8: "signed char", int16: "short int", int32: "int",
             int64: "long int", float16: "c10::Half", bfloat16: "c10::BFloat16", float32: "float", float64: "double",
@@ -117,6 +145,8 @@ def number_as(value, np_dtype):
 
 def storage(d):
     """The NumPy dtype that stores ember dtype ``d``."""
+    if d in FLOAT8:  # (only ember._float8 makes their arrays: whatever else asks has no kernel for them)
+        raise NotImplementedError(f"this op is not implemented for '{d.torch_name}' tensors")
     if d.np is None:
         raise TypeError(f"{d} tensors are not supported by ember")
     return d.np
@@ -150,14 +180,15 @@ class finfo:
         if not (type.is_floating_point or type.is_complex):
             raise TypeError(f"finfo() requires a floating point input type. Use iinfo to handle '{type}'")
         real = type.to_real()
-        info = ml_dtypes.finfo(storage(real))
+        info = ml_dtypes.finfo(real.ml if real in FLOAT8 else storage(real))
         self.dtype = real.name
         self.bits = info.bits
         self.eps = builtins.float(info.eps)
         self.max = builtins.float(info.max)
         self.min = builtins.float(info.min)
         self.tiny = self.smallest_normal = builtins.float(info.smallest_normal)
-        self.resolution = 10.0 ** -info.precision  # a power of ten, not rounded to the dtype
+        # a power of ten, not rounded to the dtype: the decimal digits the mantissa holds, as PyTorch counts them
+        self.resolution = 10.0 ** -math.floor(info.nmant * math.log10(2))
 
     def __repr__(self):
         return (f"finfo(resolution={self.resolution:g}, min={self.min:g}, max={self.max:g}, eps={self.eps:g}, "

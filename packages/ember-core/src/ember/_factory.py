@@ -69,6 +69,10 @@ def _make(shape, dtype, device, requires_grad, out, fill):
     shape = size_args(shape)
     _check_sizes(shape)
     dtype = dtype or D.get_default_dtype()
+    if dtype in D.FLOAT8:  # made in float32, then rounded (see ember._float8)
+        from ._float8 import from_tensor
+        return _float8_result(from_tensor(_make(shape, D.float32, device, False, None, fill), dtype), requires_grad,
+                              out)
     if out is None and (device is not None or _default_device[-1] is not CPU) and (
             as_device(device) or _default_device[-1]).type == "meta":  # (nothing to fill)
         return _place(MetaArray(shape, D.storage(dtype)), device, requires_grad)
@@ -76,6 +80,12 @@ def _make(shape, dtype, device, requires_grad, out, fill):
     if out is not None:
         return write_out(out, arr)
     return _place(arr, device, requires_grad)
+
+
+def _float8_result(t, requires_grad, out):
+    if out is not None:
+        return out.copy_(t) if out.shape == t.shape else out.resize_(t.shape).copy_(t)
+    return t.requires_grad_() if requires_grad else t
 
 
 def shape_or_size(name, shape, size):
@@ -252,6 +262,9 @@ def _sequence_dtype(data):
 @factory("tensor")
 def tensor(data, *, dtype=None, device=None, requires_grad=False, pin_memory=False):
     """A new tensor holding a copy of ``data``."""
+    if dtype in D.FLOAT8:  # (see ember._float8)
+        from ._float8 import from_tensor
+        return _float8_result(from_tensor(tensor(data, device=device), dtype), requires_grad, None)
     arr = np.array(_from_data(data, dtype), copy=True)
     dev = as_device(device) or (data.device if isinstance(data, Tensor) and device is None else None)
     return _place(arr, dev, requires_grad)

@@ -19,7 +19,8 @@ from ._tensor import _LEGACY_TYPE, Tensor
 # dtype name -> legacy type name (quantized ones live under torch.quantized, as in PyTorch)
 NAMES = {d.name: n for d, n in _LEGACY_TYPE.items()}
 NAMES.update({"complex32": "ComplexHalfTensor", "qint8": "quantized.QInt8Tensor", "quint8": "quantized.QUInt8Tensor",
-              "qint32": "quantized.QInt32Tensor", "quint4x2": "quantized.QUInt4x2Tensor"})
+              "qint32": "quantized.QInt32Tensor", "quint4x2": "quantized.QUInt4x2Tensor",
+              **{d.name: d.torch_name + "Tensor" for d in D.FLOAT8}})
 # the constructors PyTorch offers (complex and quantized types have names but no constructor)
 _CONSTRUCTED = (D.float32, D.float64, D.float16, D.bfloat16, D.int64, D.int32, D.int16, D.int8, D.uint8, D.bool)
 

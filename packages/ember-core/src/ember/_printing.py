@@ -165,7 +165,7 @@ def tensor_repr(t, tensor_contents=None):
 
     # subclasses print under their own name, except Parameter (which adds its own header)
     name = type(t).__name__
-    prefix = "tensor(" if name in ("Tensor", "Parameter") else name + "("
+    prefix = "tensor(" if name in ("Tensor", "Parameter") or getattr(t, "_prints_as_tensor", False) else name + "("
     indent = len(prefix)
     suffixes, text = [], tensor_contents
     dev = t.device

@@ -24,6 +24,10 @@ def promote_types(a, b):
 
 
 def _promote(a, b):
+    if a in D.FLOAT8 or b in D.FLOAT8:  # (a is not b here)
+        from ._registry import TORCH_NAME
+        raise RuntimeError(f"Promotion for Float8 Types is not supported, attempted to promote {TORCH_NAME[a]} and "
+                           f"{TORCH_NAME[b]}")
     if a.category != b.category:
         hi, lo = (a, b) if a.category > b.category else (b, a)
         if hi.category == _COMPLEX and lo.category == _FLOAT:

@@ -96,6 +96,7 @@ class _CheckpointPickler(pickle._Pickler):
         self.dispatch = {**self.dispatch, _TorchName: _CheckpointPickler._save_name,
                          D.dtype: lambda p, dt: p.save(_TorchName("torch." + dt.name)),
                          Q._QuantizedDtype: lambda p, dt: p.save(_TorchName("torch." + dt.name)),
+                         D._Float8: lambda p, dt: p.save(_TorchName("torch." + dt.name)),
                          Q.qscheme: lambda p, qs: p.save(_TorchName("torch." + qs.name)),
                          **{cls: _CheckpointPickler._save_script_object for cls in _SCRIPT_NAMES}}
         self.legacy = legacy
@@ -133,6 +134,11 @@ class _CheckpointPickler(pickle._Pickler):
     def _reduce_tensor(self, t):
         if t.is_quantized:
             return self._reduce_qtensor(t)
+        if t.dtype in D.FLOAT8:  # its bytes' storage, and the dtype (as PyTorch writes float8 tensors)
+            base = (t._base if t._base is not None else t)._data.arr
+            ref, offset, stride = self._storage_of(t, t._data.arr.view(np.uint8), base.view(np.uint8), D.uint8)
+            return _TorchName("torch._utils._rebuild_tensor_v3"), (ref, offset, tuple(t.shape), stride, t._rg,
+                                                                   collections.OrderedDict(), t.dtype)
         if t.layout is not strided:  # a sparse tensor: its layout and its index and value tensors
             return _TorchName("torch._utils._rebuild_sparse_tensor"), (t.layout, t._parts())
         if t.is_meta:  # (no storage: PyTorch writes a meta tensor's metadata alone)
@@ -288,7 +294,10 @@ def _rebuild_tensor_v2(storage, storage_offset, size, stride, requires_grad=Fals
 
 
 def _rebuild_tensor_v3(storage, storage_offset, size, stride, requires_grad, backward_hooks, dtype, metadata=None):
-    t = _view(storage, storage_offset, size, stride, dtype)
+    if dtype in D.FLOAT8:  # (one byte per element: a view of the bytes, read as float8)
+        t = _view(storage, storage_offset, size, stride, D.uint8).view(dtype)
+    else:
+        t = _view(storage, storage_offset, size, stride, dtype)
     if requires_grad:
         t.requires_grad = True
     return t
@@ -422,7 +431,7 @@ _TORCH = {
     **{f"torch.{name}": d for d, name in _QSTORAGE.items()},
     "torch.Size": Size, "torch.device": device, "torch.Tensor": Tensor,
     "torch.storage.UntypedStorage": D.uint8,
-    **{f"torch.{d.name}": d for d in D.ALL},
+    **{f"torch.{d.name}": d for d in D.ALL + D.FLOAT8},
     **{f"torch.{name}": d for d, name in _STORAGE.items()},
     **{f"torch.cuda.{name}": d for d, name in _STORAGE.items()},
 }

@@ -354,6 +354,9 @@ class Tensor:
             return self
         if same_device and same_dtype and not copy:
             return self.clone(memory_format=fmt)
+        if dtype in D.FLOAT8 and type(self._data) is not MetaArray:  # (float8 tensors: see ember._float8)
+            from ._float8 import from_tensor
+            return from_tensor(self if same_device else self.to(dev), dtype)
         from ._ops.conversion import _to_copy
         out = _to_copy(self, dtype=dtype, device=None if same_device else dev)
         if _backend.is_array(out._data) and not (fmt is None and self._data.flags.c_contiguous):

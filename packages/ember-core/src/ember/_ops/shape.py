@@ -46,6 +46,9 @@ reshape.vjp(_reshape_vjp)
 @op("view", function=False, view=True)
 def view(xp, input, *shape):
     """A view with a new shape (or, given a dtype of the same size, reinterpreting the bytes)."""
+    if len(shape) == 1 and shape[0] in D.FLOAT8:
+        from .._float8 import view_as_float8
+        return view_as_float8(input, shape[0])
     if len(shape) == 1 and isinstance(shape[0], D.dtype):
         try:
             return input.view(D.storage(shape[0]))
