@@ -16,9 +16,8 @@ import numpy as np
 
 from . import _dtype as D
 from . import _promotion as P
-from ._device import CPU
 from ._registry import REGISTRY, STAND_INS, TORCH_NAME
-from ._tensor import Tensor, _address
+from ._tensor import HostStandInTensor, Tensor, _address, tensors_in
 
 _BY_ML = {d.ml: d for d in D.FLOAT8}
 TORCH_NAME.update({d: d.torch_name for d in D.FLOAT8})
@@ -59,7 +58,7 @@ class _F8Array:
         raise TypeError(f"Got unsupported ScalarType {_BY_ML[self.arr.dtype].torch_name}")
 
 
-class Float8Tensor(Tensor):
+class Float8Tensor(HostStandInTensor):
     """A tensor of a float8 dtype (on the CPU)."""
 
     __slots__ = ()
@@ -68,21 +67,6 @@ class Float8Tensor(Tensor):
     @property
     def dtype(self):
         return _BY_ML[self._data.arr.dtype]
-
-    @property
-    def device(self):
-        return CPU
-
-    is_cuda = False
-    is_cpu = True
-
-    def get_device(self):
-        return -1
-
-    def data_ptr(self):
-        return _address(self._data.arr)
-
-    const_data_ptr = data_ptr
 
     def storage_offset(self):
         return _address(self._data.arr) - _address(_bytes_of(self._base if self._base is not None else self))
@@ -171,14 +155,6 @@ def _refuse(name, dtype):
     return NotImplementedError(f"\"{name}\" not implemented for '{dtype.torch_name}'")
 
 
-def _tensors(x):
-    if isinstance(x, Tensor):
-        return [x]
-    if isinstance(x, (list, tuple)):
-        return [t for v in x for t in _tensors(v)]
-    return []
-
-
 def _one_dtype(values):
     """The float8 dtype all value operands share (PyTorch's promotion error otherwise, naming the first first)."""
     f8 = next(t.dtype for t in values if t.dtype in D.FLOAT8)
@@ -211,10 +187,10 @@ def _rewrap(r, source, dtype):
 def _value_operands(name, args, kwargs):
     """The tensors of a call that carry values (not index tensors nor where's condition)."""
     if name == "where":
-        return _tensors(args[1:]) + _tensors(list(kwargs.values()))
+        return tensors_in(args[1:]) + tensors_in(list(kwargs.values()))
     if name in ("__getitem__", "index_select", "masked_select", "__setitem__"):
-        return _tensors(args[:1]) + (_tensors(args[2:3]) if name == "__setitem__" else [])
-    return _tensors(args) + _tensors(list(kwargs.values()))
+        return tensors_in(args[:1]) + (tensors_in(args[2:3]) if name == "__setitem__" else [])
+    return tensors_in(args) + tensors_in(list(kwargs.values()))
 
 
 def _copy_(target, source, non_blocking=False):
@@ -259,7 +235,7 @@ def dispatch(op, args, kwargs, out, mode):
     name = op.name
     values = _value_operands(name, args, kwargs)
     f8 = next((t.dtype for t in values if t.dtype in D.FLOAT8), None) or next(
-        t.dtype for t in _tensors(list(args) + list(kwargs.values())) if isinstance(t, Float8Tensor))
+        t.dtype for t in tensors_in(list(args) + list(kwargs.values())) if isinstance(t, Float8Tensor))
     if name == "copy_":
         return _copy_(*args, **kwargs)
     if name == "_to_copy":

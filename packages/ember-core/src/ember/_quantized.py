@@ -20,9 +20,9 @@ import numpy as np
 from . import _dtype as D
 from . import _jit, _parallel
 from . import _qtypes as Q
-from ._device import CPU, as_device
+from ._device import as_device
 from ._registry import STAND_INS, TORCH_NAME
-from ._tensor import Tensor, _address
+from ._tensor import HostStandInTensor, Tensor, _address
 
 ndarray = np.ndarray
 _f32 = np.float32
@@ -110,7 +110,7 @@ def _not_implemented(name, t):
                                "This could be because the operator doesn't exist for this backend.")
 
 
-class QuantizedTensor(Tensor):
+class QuantizedTensor(HostStandInTensor):
     """A tensor of a quantized dtype (``ember.quint8``, ...): PyTorch's quantized CPU tensor."""
 
     __slots__ = ()
@@ -119,21 +119,6 @@ class QuantizedTensor(Tensor):
     @property
     def dtype(self):
         return self._data.q.dtype
-
-    @property
-    def device(self):
-        return CPU
-
-    is_cuda = False
-    is_cpu = True
-
-    def get_device(self):
-        return -1
-
-    def data_ptr(self):
-        return _address(self._data.arr)
-
-    const_data_ptr = data_ptr
 
     def storage_offset(self):
         base = (self._base if self._base is not None else self)._data.arr

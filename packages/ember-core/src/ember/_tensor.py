@@ -486,6 +486,36 @@ def _address(arr):
     return arr.__array_interface__["data"][0] if type(arr) is np.ndarray else arr.data.ptr
 
 
+def tensors_in(x):
+    """The tensors in ``x``, a tensor or nested lists and tuples of anything, in order."""
+    if isinstance(x, Tensor):
+        return [x]
+    if isinstance(x, (list, tuple)):
+        return [t for v in x for t in tensors_in(v)]
+    return []
+
+
+class HostStandInTensor(Tensor):
+    """Base of the tensors whose array is a stand-in over a host NumPy array ``_data.arr`` (quantized and float8
+    tensors): what they answer alike about their memory."""
+
+    __slots__ = ()
+    is_cuda = False
+    is_cpu = True
+
+    @property
+    def device(self):
+        return CPU
+
+    def get_device(self):
+        return -1
+
+    def data_ptr(self):
+        return _address(self._data.arr)
+
+    const_data_ptr = data_ptr
+
+
 def contiguous_strides(shape):
     """PyTorch's row-major strides (in elements) of ``shape``; a size-0 dim steps like a size-1 one."""
     strides, step = [], 1

@@ -16,7 +16,7 @@ import weakref
 
 import ember
 from ember import _dispatch
-from ember._tensor import Tensor
+from ember._tensor import Tensor, tensors_in
 
 from . import _engine, grad_mode
 from ._engine import _fit, _meta
@@ -384,7 +384,7 @@ def _double_vjp(op, args, kwargs, tangents, out):
         return zero if isinstance(out, tuple) else zero[0]
     seeds = [ember.zeros_like(o).requires_grad_() if o.dtype.is_floating_point or o.dtype.is_complex else None
              for o in outs]
-    create_graph = any(t._rg for t in _flat(args) + _flat(tangents))
+    create_graph = any(t._rg for t in tensors_in(args) + tensors_in(tangents))
     with grad_mode.enable_grad():
         grads = op.vjp_fn(_Ctx(args, kwargs, out), *[s if s is not None else ember.zeros_like(o)
                                                      for s, o in zip(seeds, outs)])
@@ -411,9 +411,3 @@ def _double_vjp(op, args, kwargs, tangents, out):
     return tuple(tangents_out) if isinstance(out, tuple) else tangents_out[0]
 
 
-def _flat(x):
-    if isinstance(x, Tensor):
-        return [x]
-    if isinstance(x, (list, tuple)):
-        return [t for v in x for t in _flat(v)]
-    return []
