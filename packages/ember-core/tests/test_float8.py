@@ -103,6 +103,21 @@ def test_ops_as_torch(name, dtype):
     assert outcome[1] == outcome[0]
 
 
+def test_writes_count_once_and_copies_broadcast_as_torch():
+    outcome = []
+    for m in (torch, ember):
+        x = m.zeros(4).to(m.float8_e4m3fn)
+        x[0] = 1.0
+        x.copy_(m.ones(1))
+        x.fill_(2)
+        outcome.append([x._version])
+        for bad in (m.ones(3), m.ones(2, 4)):
+            with pytest.raises(RuntimeError) as e:
+                x.copy_(bad)
+            outcome[-1].append(str(e.value))
+    assert outcome[1] == outcome[0]
+
+
 def test_views_share_memory():
     x = ember.zeros(4).to(ember.float8_e4m3fn)
     v = x[1:3]

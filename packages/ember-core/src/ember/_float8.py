@@ -195,9 +195,7 @@ def _value_operands(name, args, kwargs):
 
 def _copy_(target, source, non_blocking=False):
     if isinstance(target, Float8Tensor):
-        if target.shape != source.shape and tuple(np.broadcast_shapes(target.shape, source.shape)) != target.shape:
-            raise RuntimeError(f"output with shape {list(target.shape)} doesn't match the broadcast shape "
-                               f"{list(np.broadcast_shapes(target.shape, source.shape))}")
+        P.check_inplace_broadcast(target.shape, P.broadcast_shapes(tuple(target.shape), tuple(source.shape)))
         values = source._data.arr if isinstance(source, Float8Tensor) and source.dtype is target.dtype else (
             encode((_widen(source) if isinstance(source, Float8Tensor) else source).float()._host(), target.dtype))
         target._data.arr[...] = values
@@ -218,8 +216,7 @@ def _setitem(target, index, value):
         value = _new(encode(np.float32(value), target.dtype))
     elif not isinstance(value, Float8Tensor):
         value = from_tensor(value, target.dtype)
-    _bytes(target)[index] = _bytes(value)
-    target._vc[0] += 1
+    _bytes(target)[index] = _bytes(value)  # (which counts the write: the bytes share the version counter)
 
 
 def _to_copy(t, *, dtype=None, device=None):
