@@ -61,7 +61,6 @@ complex64 = dtype("complex64", np.complex64, "complex", 2, "c8")
 complex128 = dtype("complex128", np.complex128, "complex", 3, "c16")
 
 
-
 class _Float8(dtype):
     """A float8 storage type (``ember.float8_e4m3fn``, ...): ``ml`` is its ml_dtypes type, ``torch_name`` PyTorch's
     scalar-type name. Its ``np`` is None, so that only ``ember._float8`` makes arrays of it (``storage`` refuses)."""

@@ -28,7 +28,7 @@ _ON_BYTES = {"view", "view_as", "reshape", "reshape_as", "flatten", "unflatten",
              "__getitem__", "narrow", "select", "unbind", "chunk", "split", "split_with_sizes", "tensor_split",
              "clone", "t", "transpose", "permute", "expand", "expand_as", "movedim", "moveaxis", "swapaxes",
              "swapdims", "as_strided", "repeat", "index_select", "ravel", "diagonal", "masked_select", "roll",
-             "cat", "concat", "concatenate", "stack", "where", "__setitem__"}
+             "cat", "concat", "concatenate", "stack", "where"}
 # ops computed on the float32 values: name -> (the result is float8, the dtypes PyTorch has the kernel for)
 _NOT_E8M0 = set(D.FLOAT8) - {D.float8_e8m0fnu}
 _ON_VALUES = {"abs": (True, _NOT_E8M0), "mm": (True, _NOT_E8M0), "matmul": (True, _NOT_E8M0),
@@ -243,11 +243,10 @@ def dispatch(op, args, kwargs, out, mode):
         return _fill_(args[0], args[1] if name == "fill_" else 0.0)
     if name == "view" and len(args) == 2 and isinstance(args[1], D.dtype):
         return _view_dtype(args[0], args[1])
-    if name == "__setitem__" or (name in _ON_BYTES and mode != "inplace"):
-        if name != "__setitem__":
-            _one_dtype(values)
-        if name == "__setitem__":
-            return _setitem(*args)
+    if name == "__setitem__":
+        return _setitem(*args)
+    if name in _ON_BYTES and mode != "inplace":
+        _one_dtype(values)
         return _rewrap(op.fn(*_as_bytes(args), **kwargs), args[0] if isinstance(args[0], Tensor) else values[0], f8)
     if len(values) > 1:  # (PyTorch's promotion comes before its kernel look-up)
         _one_dtype(values)
@@ -301,4 +300,4 @@ def _scaled_mm(self, mat2, scale_a, scale_b, bias=None, scale_result=None, out_d
 
 
 STAND_INS[_F8Array] = dispatch
-assert all(n in REGISTRY for n in _ON_BYTES | set(_ON_VALUES)), "a float8 op is not registered"
+assert all(n in REGISTRY for n in _ON_BYTES | set(_ON_VALUES) | {"__setitem__"}), "a float8 op is not registered"

@@ -644,8 +644,8 @@ _ARGUMENT_ERRORS = (AttributeError, TypeError, ValueError, IndexError, KeyError)
 
 
 # first parameters that PyTorch types Tensor (a list there is no sequence of tensors, as cat's ``tensors`` is)
-_TENSOR_FIRST = frozenset(("input", "A", "x", "x1", "input1", "anchor", "LU", "LU_data", "theta", "grad_output",
-                           "condition", "sorted_sequence", "a"))
+_TENSOR_FIRST_NAMES = frozenset((n,) for n in ("input", "A", "x", "x1", "input1", "anchor", "LU", "LU_data", "theta",
+                                                "grad_output", "condition", "sorted_sequence", "a"))
 
 
 def _positional_names(op):
@@ -674,7 +674,7 @@ def _not_a_tensor(op, args, error):
     for it."""
     if not args or isinstance(args[0], Tensor):
         return None
-    if isinstance(args[0], (list, tuple)) and _positional_names(op)[:1] not in [(n,) for n in _TENSOR_FIRST]:
+    if isinstance(args[0], (list, tuple)) and _positional_names(op)[0:1] not in _TENSOR_FIRST_NAMES:
         return None
     if isinstance(error, TypeError) and "must be" in str(error):  # already PyTorch's refusal
         return None
