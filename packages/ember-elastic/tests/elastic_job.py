@@ -5,11 +5,11 @@ Every mode first writes its environment to ``$JOB_OUT/env_<rank>_<restart count>
 attempts ran and what the workers saw). Modes:
 
 env                   print a line on stdout and on stderr, exit 0
-flaky                 rank 1 exits 3 on the first attempt
-always                rank 1 exits 3 on every attempt, while rank 0 still runs
+flaky                 rank 1 exits 3 on the first attempt, once rank 0 has started
+always                rank 1 exits 3 on every attempt once rank 0 has started, while rank 0 still runs
 raise                 rank 1 raises ValueError under the library's @record
 exit N                rank 1 exits N after rank 0 started sleeping
-segv                  rank 1 dies of SIGSEGV
+segv                  rank 1 dies of SIGSEGV after rank 0 started sleeping
 sleep                 sleep until a signal; note the signal's name in $JOB_OUT/signal_<rank>
 allreduce STEPS MODE  ember: STEPS all_reduce steps checked against their expected sums, the running total
                       committed with the in-memory State after each step; MODE "kill1": rank 1 SIGKILLs itself
@@ -22,6 +22,7 @@ ranksum STEPS         ember: each rank adds rank * 1000 + step to its own runnin
 hang                  ember: rank 1 hangs inside timer.expires(1) on the first attempt (the agent's watchdog
                       kills it)
 """
+import glob
 import json
 import os
 import signal
@@ -42,6 +43,15 @@ def _write(name, text):
 
 RANK = int(os.environ["RANK"])
 RESTART = int(os.environ["TORCHELASTIC_RESTART_COUNT"])
+
+
+def _wait_for_rank_0():
+    """Until rank 0 of this attempt has started (written its environment), however slow the machine: a test that
+    counts the attempts' workers must not see rank 0 stopped before it began."""
+    end = time.monotonic() + 30
+    while not glob.glob(_out(f"env_0_{RESTART}_*.json")) and time.monotonic() < end:
+        time.sleep(0.01)
+    time.sleep(0.05)  # and is past writing it, into its sleep
 
 
 def record_from(lib):
@@ -128,9 +138,13 @@ def main():
         os.write(1, f"out of rank {RANK}\n".encode())
         os.write(2, f"err of rank {RANK}\n".encode())
     elif mode == "flaky" and RANK == 1 and RESTART == 0:
+        _wait_for_rank_0()
         sys.exit(3)
     elif mode == "always":
-        time.sleep(0.2 if RANK == 1 else 30)  # rank 0 is still running when rank 1 fails: stopped by SIGTERM
+        if RANK == 1:
+            _wait_for_rank_0()
+        else:
+            time.sleep(30)  # rank 0 is still running when rank 1 fails: stopped by SIGTERM
         sys.exit(3)
     elif mode == "raise":
         @record_from(lib)
@@ -141,12 +155,12 @@ def main():
         trainer()
     elif mode == "exit":
         if RANK == 1:
-            time.sleep(0.2)
+            _wait_for_rank_0()
             sys.exit(int(args[0]))
         time.sleep(30)
     elif mode == "segv":
         if RANK == 1:
-            time.sleep(0.2)
+            _wait_for_rank_0()
             os.kill(os.getpid(), signal.SIGSEGV)
         time.sleep(30)
     elif mode == "sleep":
