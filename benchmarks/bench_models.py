@@ -52,7 +52,9 @@ def _compare(steps):
 GPT = dict(vocab=65, context=64, layers=4, heads=4, width=128, batch=12)
 
 
-def _gpt(lib, vocab, context, layers, heads, width):
+def _gpt(lib, vocab, context, layers, heads, width, experts=0, top_k=2):
+    """nanoGPT's model; with ``experts``, each block's MLP is a mixture of that many experts of the same width, each
+    token routed to ``top_k`` of them (torchtitan's MoE layer: tokens sorted by expert, one grouped_mm per weight)."""
     nn, F = lib.nn, lib.nn.functional
 
     class SelfAttention(nn.Module):
@@ -77,12 +79,30 @@ def _gpt(lib, vocab, context, layers, heads, width):
         def forward(self, x):
             return self.c_proj(self.gelu(self.c_fc(x)))
 
+    class MoE(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.router = nn.Linear(width, experts, bias=False)
+            self.w1 = nn.Parameter(lib.randn(experts, width, 4 * width) * 0.02)
+            self.w2 = nn.Parameter(lib.randn(experts, 4 * width, width) * 0.02)
+
+        def forward(self, x):
+            B, T, C = x.size()
+            x = x.view(-1, C)
+            weights, chosen = F.softmax(self.router(x), dim=-1).topk(top_k, dim=-1)
+            order = chosen.view(-1).argsort(stable=True)
+            offs = lib.bincount(chosen.view(-1), minlength=experts).cumsum(0).to(lib.int32)
+            token = order // top_k
+            h = F.gelu(F.grouped_mm(x[token], self.w1, offs=offs))
+            y = F.grouped_mm(h, self.w2, offs=offs) * weights.view(-1)[order].unsqueeze(-1)
+            return lib.zeros_like(x).index_add(0, token, y).view(B, T, C)
+
     class Block(nn.Module):
         def __init__(self):
             super().__init__()
             self.ln_1, self.attn = nn.LayerNorm(width, bias=False), SelfAttention()
             self.ln_2 = nn.LayerNorm(width, bias=False)
-            self.mlp = MLP()
+            self.mlp = MoE() if experts else MLP()
 
         def forward(self, x):
             x = x + self.attn(self.ln_1(x))
@@ -129,12 +149,13 @@ def _gpt_step(lib, model, x, y):
                 ("optimizer step", opt.step), ("zero_grad", lambda: opt.zero_grad(set_to_none=True)))
 
 
-def gpt_setup(seed=0):
-    """{"ember": step, "torch": step} of the GPT row (also used by the profiling script)."""
+def gpt_setup(seed=0, **options):
+    """{"ember": step, "torch": step} of the GPT row (also used by the profiling script); ``options`` change the
+    model's (``experts=8``: the MoE row)."""
     import torch
 
     import ember
-    cfg = dict(GPT)
+    cfg = dict(GPT, **options)
     batch = cfg.pop("batch")
     models = _models(lambda lib: _gpt(lib, **cfg), seed)
     rng = np.random.default_rng(seed)
@@ -148,6 +169,12 @@ def gpt_setup(seed=0):
            goal=1.5)
 def gpt_step():
     return _compare(gpt_setup())
+
+
+@benchmark("MoE GPT char model (the GPT row, each MLP 8 experts, top-2 routing, F.grouped_mm) AdamW training step, "
+           "batch 12", goal=1.5)
+def moe_gpt_step():
+    return _compare(gpt_setup(experts=8))
 
 
 # ---- ResNet-18 for 32x32 images (the CIFAR variant: 3x3 stem, no max pooling) -------------------------------------

@@ -108,12 +108,14 @@ class Line:
     where the limit exists (``tools/edge_audit.py`` finds the former).
     ``exempt``: ``{parameter: reason}`` for optional parameters of the PyTorch function the line calls that no line
     exercises (``test_optable_coverage.py``; the reasons are listed in docs/ops.md). A dict literal, as the docs
-    read it from the source. ``marks``: pytest marks of the line's cases (``needs_nn``).
+    read it from the source. ``marks``: pytest marks of the line's cases (``needs_nn``). ``contiguous=False``: the
+    results need not be contiguous where PyTorch's are (internal results in the layout their backward reads).
     """
 
-    def __init__(self, name, call, samples, dtypes=ALL, grad=None, values=True, limits=None, exempt=None, marks=()):
+    def __init__(self, name, call, samples, dtypes=ALL, grad=None, values=True, limits=None, exempt=None, marks=(),
+                 contiguous=True):
         self.name, self.call, self.samples, self.dtypes, self.values = name, call, samples, dtypes, values
-        self.limits, self.exempt, self.marks = limits, exempt or {}, marks
+        self.limits, self.exempt, self.marks, self.contiguous = limits, exempt or {}, marks, contiguous
         self.grad = getattr(call, "direct", False) if grad is None else grad
 
 

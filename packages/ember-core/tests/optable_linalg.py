@@ -150,6 +150,27 @@ def bmms(dtype, rng):
             ((v(2, 3, 4), T(v(2, 4, 5), "float64")), {})]
 
 
+
+def grouped_mms(dtype, rng):
+    """Offsets that end at the ragged dim's length (PyTorch leaves what lies past the last one unset); strides that
+    PyTorch's CPU kernel takes (multiples of 16 bytes). It has no float64 kernel: one sample checks that error."""
+    v = _v(dtype, rng)
+    o = lambda *ends: T(np.array(ends), "int32")  # noqa: E731
+    return [((v(6, 16), v(2, 16, 8), o(2, 6)), {}), ((v(2, 6, 16), v(16, 16), o(8, 16)), {}),
+            ((v(6, 32), v(32, 8), o(16, 32)), {}), ((v(2, 6, 16), v(2, 16, 8)), {}),
+            ((v(6, 16), v(3, 16, 8), o(4, 2, 6)), {}), ((v(6, 16), v(2, 16, 8), o(-3, 6)), {}),  # sliced as Python's
+            ((v(0, 16), v(2, 16, 8), o(0, 0)), {}), ((NC(v(8, 16)), NC(v(2, 16, 8)), o(3, 8)), {}),
+            ((v(6, 16), v(2, 16, 8)), {}), ((v(2, 6, 16), v(2, 16, 8), o(1, 2)), {}),
+            ((v(6, 16), v(2, 16, 8), T(np.array([2, 6]), "int64")), {}),
+            ((v(6, 16), v(2, 16, 8), T(np.array([[2, 6]]), "int32")), {}), ((v(6, 16), v(2, 8, 8), o(2, 6)), {}),
+            ((v(6, 16), v(3, 16, 8), o(2, 6)), {}), ((v(2, 6, 16), v(3, 16, 8)), {}),
+            ((v(16), v(2, 16, 8), o(2, 6)), {}), ((v(6, 16), v(1, 2, 16, 8), o(2, 6)), {}),
+            ((v(6, 16), v(2, 16, 8), o(2, 6)), {"bias": v(2, 8)}),
+            ((v(6, 16), v(2, 16, 8), o(2, 6)), {"out_dtype": DT("float64")}),
+            ((v(6, 16), v(2, 16, 8), o(2, 6)), {"out_dtype": DT(dtype)}),
+            ((v(6, 16), T(v(2, 16, 8), "float16" if dtype == "float32" else "float32"), o(2, 6)), {}),
+            ((T(v(6, 16), "float64"), T(v(2, 16, 8), "float64"), o(2, 6)), {})]
+
 def baddbmms(dtype, rng):
     v = _v(dtype, rng)
     return [((v(2, 3, 5), v(2, 3, 4), v(2, 4, 5)), {}), ((v(5), v(2, 3, 4), v(2, 4, 5)), {}),
@@ -250,6 +271,9 @@ LINES = [
     Line("mm", fn("mm"), lambda d, r: matmuls(d, r)[:1] + bmms(d, r)[2:3] + matmuls(d, r)[6:7] + matmuls(d, r)[-3:],
          dtypes=PRODUCTS, exempt={"out_dtype": "PyTorch 2.13 has no CPU kernel for it"}),
     Line("bmm", fn("bmm"), bmms, dtypes=PRODUCTS, exempt={"out_dtype": "PyTorch 2.13 has no CPU kernel for it"}),
+    # the gradients: ember-autograd's test_grouped_mm.py (PyTorch has no float64 kernel for the table's check)
+    Line("_grouped_mm", fn("_grouped_mm"), grouped_mms, dtypes=("float32", "bfloat16", "float16", "int64"),
+         grad=False, exempt={"bias": "PyTorch 2.13 refuses any bias (the line compares that error)"}),
     Line("mv", fn("mv"), mvs, dtypes=PRODUCTS),
     Line("dot", fn("dot"), dots, dtypes=PRODUCTS),
     Line("vdot", fn("vdot"), dots, dtypes=PRODUCTS),

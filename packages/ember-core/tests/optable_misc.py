@@ -426,7 +426,8 @@ LINES += [
     Line("_softmax_nll", softmax_nll_call, softmax_nlls, dtypes=NUM,
          exempt={"label_smoothing":
                  "ember's fused op has none: cross_entropy with label smoothing takes ember-nn's path"}),
-    Line("_lstm_layer", lstm_layer_call, lstm_layers, dtypes=FLOATS),
+    # (its gates and cell states are transposed views: the layout the backward reads them in)
+    Line("_lstm_layer", lstm_layer_call, lstm_layers, dtypes=FLOATS, contiguous=False),
     Line("_lstm_layer_backward", lstm_backward_call, lstm_backwards, dtypes=F64),
     Line("bilinear", fn("bilinear"), bilinears, dtypes=FLOATS),
     Line("pdist", fn("pdist"), pdists, dtypes=NUM),

@@ -28,11 +28,14 @@ def to_numpy(x):
     return np.asarray(x._data.astype(np.float32) if x.dtype == ember.bfloat16 else x._data)
 
 
-def assert_same(e, t, where, values=True):
+def assert_same(e, t, where, values=True, contiguous=True):
     if isinstance(t, torch.Tensor):
         assert isinstance(e, ember.Tensor), f"{where}: ember returned {type(e).__name__}"
         assert str(e.dtype).split(".")[1] == str(t.dtype).split(".")[1], f"{where}: dtype {e.dtype} != {t.dtype}"
         assert tuple(e.shape) == tuple(t.shape), f"{where}: shape {tuple(e.shape)} != {tuple(t.shape)}"
+        # a result PyTorch makes contiguous is one here too (a script may view() it)
+        assert e.is_contiguous() or not contiguous or not t.is_contiguous() or t.layout != torch.strided, \
+            f"{where}: not contiguous where PyTorch's result is"
         if not values:
             return
         ev, tv = to_numpy(e), to_numpy(t)
@@ -45,7 +48,7 @@ def assert_same(e, t, where, values=True):
     elif isinstance(t, (tuple, list)):
         assert len(e) == len(t), f"{where}: {len(e)} results != {len(t)}"
         for i, (a, b) in enumerate(zip(e, t)):
-            assert_same(a, b, f"{where}[{i}]", values)
+            assert_same(a, b, f"{where}[{i}]", values, contiguous)
     elif isinstance(t, float) and math.isnan(t):
         assert math.isnan(e), where
     else:
@@ -76,7 +79,7 @@ def test_op_matches_torch(line, dtype):
             got = line.call(ember, *convert(ember, args, dtype), **convert(ember, kwargs, dtype))
         if line.limits:
             expected = with_limits(expected, args[0], line.limits)
-        assert_same(got, expected, where, line.values)
+        assert_same(got, expected, where, line.values, line.contiguous)
 
 
 def with_limits(expected, x, limits):
@@ -317,4 +320,4 @@ def test_out_matches_torch(line):
             f"{where}: the call does not return its out tensors")
         if line.limits:
             expected = with_limits(expected, args[0], line.limits)
-        assert_same(got, expected, where, line.values)
+        assert_same(got, expected, where, line.values, line.contiguous)

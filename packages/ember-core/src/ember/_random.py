@@ -646,7 +646,7 @@ def multinomial(xp, input, num_samples, replacement=False, *, generator=None):
         r = _multinomial_cpu(g._stream, input, rows, k, replacement)
     else:
         r = _multinomial_cuda(xp, g._draws(), p, k, replacement)
-    r = r.astype(np.int64, copy=False)
+    r = xp.asarray(r, np.int64, order="C")  # (the first k of each row's order are a strided slice)
     return r if input.ndim == 2 else r[0]
 
 

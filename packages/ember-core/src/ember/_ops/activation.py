@@ -503,8 +503,8 @@ pointwise_vjp(softshrink, lambda input, lambd=0.5: (input > lambd) | (input < -l
 
 @activation("log_sigmoid", "log_sigmoid_cpu")
 def log_sigmoid(xp, x):
-    """``log(sigmoid(x))`` computed as ``-softplus(-x)``."""
-    return -_softplus_arr(xp, -x)
+    """``log(sigmoid(x))`` computed as ``-softplus(-x)`` (contiguous, as PyTorch's, whatever the input's layout)."""
+    return xp.asarray(-_softplus_arr(xp, -x), order="C")
 
 
 pointwise_vjp(log_sigmoid, lambda input: (-input).sigmoid())

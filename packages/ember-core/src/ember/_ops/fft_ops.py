@@ -82,7 +82,7 @@ def _transform(xp, f, x, s, dims, norm, sizes, dtype):
     is split in two over the pool's threads (measured slower with one half on the calling thread)."""
     batch = next((d for d in range(x.ndim) if d not in dims and x.shape[d] > 1), None)
     if xp is not np or batch is None or x.size < _SPLIT_MIN:
-        return xp.asarray(f(x, s=s, axes=dims, norm=norm)).astype(dtype, copy=False)
+        return xp.asarray(f(x, s=s, axes=dims, norm=norm), dtype, order="C")
     shape = list(x.shape)
     for d, n in zip(dims, sizes):
         shape[d] = n

@@ -86,6 +86,8 @@ def getitem(xp, input, index):
         r = input[idx]
     except IndexError as e:
         raise _index_error(e) from None
+    if not _is_basic(index):  # (NumPy lays out some advanced indexing's copies transposed; PyTorch's are contiguous)
+        return xp.asarray(r, order="C")
     return r if isinstance(r, (np.ndarray,)) or hasattr(r, "__cuda_array_interface__") else xp.asarray(r)
 
 

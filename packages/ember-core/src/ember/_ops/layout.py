@@ -567,7 +567,7 @@ def roll(xp, input, shifts, dims=()):
         return xp.roll(input.reshape(-1), shifts[0]).reshape(input.shape)
     if len(shifts) != len(dims):
         raise RuntimeError(f"shifts and dimensions must align. shifts: {len(shifts)}, dims:{len(dims)}")
-    return xp.roll(input, shifts, tuple(_wrap_dim(d, input.ndim) for d in dims))
+    return xp.asarray(xp.roll(input, shifts, tuple(_wrap_dim(d, input.ndim) for d in dims)), order="C")
 
 
 @roll.vjp

@@ -11,6 +11,7 @@ from .. import _promotion as P
 from .._halfcast import narrow, widen
 from .._registry import REGISTRY, TORCH_NAME, op
 from .._tensor import Tensor
+from .activation import grads
 from .arithmetic import saves, wanted
 
 _HALF = (np.dtype(np.float16), D.bfloat16.np)
@@ -160,6 +161,74 @@ def bmm(xp, input, mat2):
     return _rounded(_mm(xp, input, mat2), input.dtype)
 
 
+
+# ---- grouped products (mixture-of-experts layers) -----------------------------------------------
+_GROUPED = (np.dtype(np.float32), np.dtype(np.float16), D.bfloat16.np)
+
+
+def _check_grouped(a, b, offs, bias, out_dtype):
+    """PyTorch's checks of a grouped product, in its order and with its messages."""
+    for name, m in (("mat_a", a), ("mat_b", b)):
+        if m.dtype not in _GROUPED:
+            raise RuntimeError(f"Expected {name} to be Float32, BFloat16 or Float16 matrix, got {tname(m)}")
+    for name, m in (("mat_a", a), ("mat_b", b)):
+        if m.ndim not in (2, 3):
+            raise RuntimeError(f"{name} has to be 2 or 3d")
+    if (a.ndim == b.ndim == 3) != (offs is None):
+        raise RuntimeError("Have to provide offsets if there is a 2d matrix, or no offset if both matrices are 3d")
+    if offs is not None and offs.ndim != 1:
+        raise RuntimeError("offs has to be 1D")
+    if a.shape[-1] != b.shape[-2]:
+        raise RuntimeError("contraction dimension of mat_a and mat_b must match")
+    if offs is not None and offs.dtype != np.int32:
+        raise RuntimeError("Offsets have to be int32")
+    if a.ndim == b.ndim == 3 and a.shape[0] != b.shape[0]:
+        raise RuntimeError("batched dimension has to match")
+    if a.ndim + b.ndim == 5 and offs.shape[0] != (a if a.ndim == 3 else b).shape[0]:
+        raise RuntimeError("matrix batch sizes have to match")
+    if bias is not None:
+        raise RuntimeError("Bias not supported yet")
+    if out_dtype is not None and D.storage(out_dtype) != a.dtype:
+        raise RuntimeError("Grouped gemm output dtype must match `mat_a` dtype")
+    if a.dtype != b.dtype:
+        raise RuntimeError(f"expected m1 and m2 to have the same dtype, but got: {_CPP[D.from_np(a.dtype)]} != "
+                           f"{_CPP[D.from_np(b.dtype)]}")
+
+
+@op("_grouped_mm", method=False)
+def _grouped_mm(xp, input, mat2, offs=None, bias=None, out_dtype=None):
+    """Products of groups of matrices, as a mixture-of-experts layer multiplies each expert's tokens by its weights.
+    Two 3-d operands are a batched product. A 2-d operand is cut into groups along one dim by the int32 ``offs``
+    (the group ends: group g is the slice offs[g-1]:offs[g]): the rows of a 2-d ``input`` times ``mat2[g]``
+    (G, K, N); ``input[g]`` (G, M, K) times the columns of a 2-d ``mat2``; or, both 2-d, the groups of the inner
+    dim, which gives (G, M, N) (a weight gradient). Half precision multiplies in float32 and rounds once. Output rows or
+    columns past the last offset belong to no group and are zero (PyTorch leaves them unset); offsets out of order
+    are sliced as PyTorch's CPU kernel slices them, in Python's manner, a later group overwriting an earlier one.
+    Unlike PyTorch's CPU kernel, any strides are taken (it wants 16-byte-aligned ones)."""
+    _check_grouped(input, mat2, offs, bias, out_dtype)
+    if offs is None:
+        return _rounded(_mm(xp, input, mat2), input.dtype)
+    ragged = 0 if input.ndim == 2 and mat2.ndim == 3 else -1 if input.ndim == 3 else None
+    ends = (offs if xp is np else offs.get()).tolist()
+    if ragged == 0:
+        shape = (input.shape[0], mat2.shape[-1])
+    elif ragged == -1:
+        shape = (input.shape[1], mat2.shape[-1])
+    else:
+        shape = (len(ends), input.shape[0], mat2.shape[-1])
+    out = xp.zeros(shape, np.float32 if input.dtype in _HALF else input.dtype)
+    # one BLAS product per group: the groups differ in size, and padding them to one batched product would cost up
+    # to G times the work when the tokens go to few experts
+    for g, (lo, hi) in enumerate(zip([0] + ends[:-1], ends)):
+        if ragged == 0:
+            out[lo:hi] = _mm(xp, input[lo:hi], mat2[g])
+        elif ragged == -1:
+            out[:, lo:hi] = _mm(xp, input[g], mat2[:, lo:hi])
+        else:
+            out[g] = _mm(xp, input[:, lo:hi], mat2[lo:hi])
+    return _rounded(out, input.dtype)
+
+
 def _check_mv(mat, vec):
     if mat.ndim != 2 or vec.ndim != 1:
         raise RuntimeError(f"vector + matrix @ vector expected, got 1, {mat.ndim}, {vec.ndim}")
@@ -263,6 +332,18 @@ def _(ctx, g):
 
 
 bmm.vjp(mm.vjp_fn)
+
+
+@_grouped_mm.vjp
+@saves(args=lambda args: _factors_saved(args[:2]) + tuple(args[2:]), out=False)
+def _(ctx, g):
+    """Each factor's gradient is a grouped product again, of the output gradient and the other factor transposed,
+    over the same offsets (in the mode the shapes then give)."""
+    a, b = ctx.args[:2]
+    offs = ctx.args[2] if len(ctx.args) > 2 else ctx.kwargs.get("offs")
+    wa, wb = wanted(ctx)[:2]
+    return grads(ctx, _grouped_mm, input=_grouped_mm(g, b.mT, offs) if wa else None,
+                 mat2=_grouped_mm(a.mT, g, offs) if wb else None)
 
 
 @mv.vjp
@@ -483,7 +564,7 @@ def einsum(xp, *args):
     # pairwise from the left, as PyTorch contracts (BLAS for each pair)
     path = ["einsum_path"] + [(0, 1)] * (len(ops) - 1) if len(ops) > 1 and xp is np else len(ops) > 2
     r = xp.einsum(",".join(terms) + "->" + out, *[upcast(o) for o in ops], optimize=path)
-    return _rounded(xp.asarray(r), dt if dt != np.bool_ else np.int64)
+    return xp.asarray(_rounded(xp.asarray(r), dt if dt != np.bool_ else np.int64), order="C")
 
 
 def einsum_grads(eq, tensors, g):
@@ -625,7 +706,7 @@ def _cross(xp, a, b, dim):
                            f"{b.shape[dim]}")
     shape = P.broadcast_shapes(a.shape, b.shape)
     # half precision rounds after each product and difference, as PyTorch's kernel does
-    return xp.asarray(xp.cross(xp.broadcast_to(a, shape), xp.broadcast_to(b, shape), axis=dim))
+    return xp.asarray(xp.cross(xp.broadcast_to(a, shape), xp.broadcast_to(b, shape), axis=dim), order="C")
 
 
 @op("linalg_cross", function=False, method=False)

@@ -118,7 +118,7 @@ def gradient(xp, input, *, spacing=1, dim=None, edge_order=1):
         for k in range(5):  # terms with a zero coefficient are left out, so that inf and nan do not leak through
             c = _along(C[:, k], d, f.ndim)
             r = r + xp.where(c != 0, c * _shift(xp, f, k - 2, d), 0)
-        out.append(r.astype(D.storage(rd), copy=False))
+        out.append(xp.asarray(r, D.storage(rd), order="C"))
     return tuple(out)
 
 

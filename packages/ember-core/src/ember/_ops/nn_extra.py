@@ -424,7 +424,7 @@ def renorm(xp, input, p, dim, maxnorm):
     x = up(input)
     norm = _pnorm(xp, x, p, _other_dims(x.ndim, dim % x.ndim))
     factor = xp.where(norm > maxnorm, maxnorm / (norm + 1e-7), 1).astype(norm.dtype)
-    return (x * factor).astype(input.dtype)
+    return xp.asarray(x * factor, input.dtype, order="C")
 
 
 @renorm.vjp
@@ -480,7 +480,7 @@ def conv_tbc(xp, input, weight, bias, pad=0):
     _tbc_args(input, weight, bias)
     x = xp.transpose(input, (1, 2, 0))
     w = xp.transpose(weight, (2, 1, 0))
-    return xp.transpose(REGISTRY["conv1d"].impl(xp, x, w, bias, 1, pad), (2, 0, 1))
+    return xp.asarray(xp.transpose(REGISTRY["conv1d"].impl(xp, x, w, bias, 1, pad), (2, 0, 1)), order="C")
 
 
 @conv_tbc.vjp

@@ -250,7 +250,7 @@ def layer_norm(xp, input, normalized_shape, weight=None, bias=None, eps=1e-05, c
         return out
     mean, var = _stats(xp, x, axes)
     y = (x - mean) / xp.sqrt(var + eps)
-    return _affine(xp, y, weight, bias, x.shape[axes[0]:]).astype(input.dtype, copy=False)
+    return xp.asarray(_affine(xp, y, weight, bias, x.shape[axes[0]:]), input.dtype, order="C")
 
 
 def _rows(x, *params):
@@ -354,7 +354,7 @@ def rms_norm(xp, input, normalized_shape, weight=None, eps=None):
     axes = _normalized("rms_norm", x, normalized_shape, weight, None)
     eps = _rms_eps(input, eps)
     y = x / xp.sqrt((x * x).mean(axis=axes, keepdims=True) + eps)
-    return _affine(xp, y, weight, None, x.shape[axes[0]:]).astype(input.dtype, copy=False)
+    return xp.asarray(_affine(xp, y, weight, None, x.shape[axes[0]:]), input.dtype, order="C")
 
 
 @rms_norm.vjp

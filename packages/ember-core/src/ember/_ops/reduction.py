@@ -726,7 +726,7 @@ def _cumulative(xp, input, dim, dtype, ufunc):
     x = input.astype(D.storage(acc), copy=False)
     r = ufunc.accumulate(x, axis=d) if xp is np and x.ndim else (
         (xp.cumsum if ufunc is np.add else xp.cumprod)(x, axis=d) if x.ndim else x.copy())
-    return r.astype(D.storage(rd), copy=False)
+    return r.astype(D.storage(rd), order="C", copy=False)  # (of any input, as PyTorch's)
 
 
 @op("cumsum", inplace=True, out_dtype="compute")
@@ -785,7 +785,7 @@ def _cum_extreme(xp, input, dim, largest):
     hit = (x == v) | xp.isnan(x) if x.dtype.kind == "f" else x == v
     pos = xp.arange(x.shape[d]).reshape((-1,) + (1,) * (x.ndim - 1 - d))
     idx = scan(xp, np.maximum, xp.where(hit, pos, 0), d)
-    return v.astype(input.dtype), idx.astype(np.int64)
+    return v.astype(input.dtype, order="C"), idx.astype(np.int64, order="C")
 
 
 @op("cummax", returns=("values", "indices"))
@@ -817,7 +817,7 @@ def logcumsumexp(xp, input, dim):
         raise NotImplementedError(f"\"logcumsumexp_out_cpu\" not implemented for '{TORCH_NAME[dtype_of(input)]}'")
     if input.ndim == 0:
         return input.copy()
-    return scan(xp, np.logaddexp, up(input), d).astype(input.dtype)
+    return scan(xp, np.logaddexp, up(input), d).astype(input.dtype, order="C")
 
 
 @logcumsumexp.vjp
@@ -954,7 +954,7 @@ trapz.vjp(trapezoid.vjp_fn)
 def cumulative_trapezoid(xp, y, x=None, *, dx=None, dim=-1):
     """Running trapezoid-rule integral of ``y`` along ``dim`` (one element shorter than ``y`` there)."""
     terms, d, rd = _trapezoid_terms(xp, y, x, dx, dim)
-    return xp.cumsum(terms, axis=d).astype(rd, copy=False)
+    return xp.cumsum(terms, axis=d).astype(rd, order="C", copy=False)
 
 
 @cumulative_trapezoid.vjp

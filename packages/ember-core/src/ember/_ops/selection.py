@@ -409,7 +409,7 @@ def index_add(xp, input, dim, index, source, *, alpha=1):
     d = _wrap_dim(dim, input.ndim)
     x, idx, s = _index_source("index_add_", input, d, index, source)
     cdt = _compute_dtype(x)
-    out = x.astype(cdt, copy=True)
+    out = x.astype(cdt, order="C", copy=True)
     vals = s.astype(cdt, copy=False) * alpha if alpha != 1 else s.astype(cdt, copy=False)
     _accumulate(xp, "add", out, (slice(None),) * d + (idx,), vals)
     return out.astype(input.dtype, copy=False).reshape(input.shape)
@@ -665,7 +665,7 @@ def masked_fill(xp, input, mask, value):
         raise RuntimeError("value cannot be converted to type without overflow")
     broadcast_shapes(input.shape, mask.shape)
     fill = xp.asarray(D.number_as(value, input.dtype)).astype(_compute_dtype(input))
-    return xp.where(mask, fill, input.astype(fill.dtype, copy=False)).astype(input.dtype, copy=False)
+    return xp.where(mask, fill, input.astype(fill.dtype, copy=False)).astype(input.dtype, order="C", copy=False)
 
 
 @masked_fill.vjp
@@ -721,8 +721,8 @@ def _(ctx, g):
 def nonzero(xp, input, *, as_tuple=False):
     """The positions of the nonzero elements: an (n, ndim) int64 tensor, or one 1-D tensor per dim."""
     if as_tuple:
-        return tuple(i.astype(np.int64, copy=False) for i in xp.nonzero(_as_1d(input)))
-    return xp.argwhere(input).astype(np.int64, copy=False)
+        return tuple(i.astype(np.int64, order="C", copy=False) for i in xp.nonzero(_as_1d(input)))
+    return xp.asarray(xp.argwhere(input), np.int64, order="C")  # (NumPy's is the transpose of a (ndim, n))
 
 
 @op("argwhere", differentiable=False)

@@ -65,7 +65,7 @@ def topk(xp, input, k, dim=-1, largest=True, sorted=True):
         raise RuntimeError("selected index k out of range")
     if input.ndim == 0:
         return input.copy(), xp.zeros((), np.int64)
-    i = order(xp, input, d, largest)[(slice(None),) * d + (slice(0, k),)]
+    i = xp.asarray(order(xp, input, d, largest)[(slice(None),) * d + (slice(0, k),)], order="C")
     return xp.take_along_axis(input, i, axis=d), i
 
 
@@ -84,7 +84,7 @@ def kthvalue(xp, input, k, dim=-1, keepdim=False):
         raise RuntimeError(f"kthvalue(): selected number k out of range for dimension {d}")
     if input.ndim == 0:
         return input.copy(), xp.zeros((), np.int64)
-    i = order(xp, input, d)[(slice(None),) * d + (slice(k - 1, k),)]
+    i = xp.asarray(order(xp, input, d)[(slice(None),) * d + (slice(k - 1, k),)], order="C")
     v = xp.take_along_axis(input, i, axis=d)
     return (v, i) if keepdim else (v.squeeze(d), i.squeeze(d))
 

@@ -8,7 +8,7 @@ import ember
 
 from ._common import core, core_, ntuple, tensor_parameters
 
-__all__ = ["linear", "bilinear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
+__all__ = ["linear", "bilinear", "grouped_mm", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
            "conv_transpose3d", "conv_tbc", "avg_pool1d", "avg_pool2d", "avg_pool3d", "max_pool1d", "max_pool2d",
            "max_pool3d", "max_pool1d_with_indices", "max_pool2d_with_indices", "max_pool3d_with_indices",
            "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d", "adaptive_max_pool1d",
@@ -35,6 +35,12 @@ def linear(input, weight, bias=None):
 
 def bilinear(input1, input2, weight, bias=None):
     return core("bilinear")(input1, input2, weight, bias)
+
+
+def grouped_mm(mat_a, mat_b, *, offs=None, bias=None, out_dtype=None):
+    """Each group of ``mat_a``'s rows (``offs``: the int32 ends of the groups) times its own matrix of ``mat_b``, as a
+    mixture-of-experts layer multiplies each expert's tokens; see ``ember._grouped_mm`` for the other layouts."""
+    return core("_grouped_mm")(mat_a, mat_b, offs, bias, out_dtype)
 
 
 def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
