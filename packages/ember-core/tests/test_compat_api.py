@@ -321,6 +321,7 @@ def test_jit_script_and_decorators_return_their_argument():
         assert deco(add_one) is add_one
     assert jit.annotate(list, [1]) == [1] and jit.Attribute(3, int) == 3
     assert jit.wait(jit.fork(add_one, ember.ones(1))).tolist() == [2.0]
+    assert ember.wait(ember.fork(add_one, ember.ones(1))).tolist() == [2.0] and ember.fork is jit.fork
     assert not isinstance(add_one, jit.ScriptFunction)
 
 

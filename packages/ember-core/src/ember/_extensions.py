@@ -31,6 +31,7 @@ PROVIDERS = {
 ATTRIBUTES = dict.fromkeys(("ctc_loss", "grid_sampler", "grid_sampler_2d", "grid_sampler_3d", "gru", "lstm",
                             "rnn_relu", "rnn_tanh"), "ember.nn._torch_functions")
 PROVIDERS.update(dict.fromkeys(ATTRIBUTES, "ember-nn"))
+ATTRIBUTES.update(fork="ember.jit", wait="ember.jit")  # torch.fork/wait are TorchScript's, as torch.jit's
 TENSOR_PROVIDERS = {
     "backward": "ember-autograd", "register_hook": "ember-autograd", "retain_grad": "ember-autograd",
     "register_post_accumulate_grad_hook": "ember-autograd", "retains_grad": "ember-autograd",

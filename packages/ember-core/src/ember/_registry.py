@@ -54,6 +54,8 @@ class Op:
 
     # (args, kwargs) -> indices of outputs that carry no gradient; set by ops that have such outputs
     constant_outputs = None
+    # False: autograd refuses to record the op when its result is complex (PyTorch's ops without complex gradients)
+    complex_grad = True
     # elementwise: ``into(out, *arrays, **kwargs)`` writes the result of a call with keyword arguments into ``out``
     # (an in-place call's target, of the result's dtype and shape); without keywords the ufunc writes
     into = None

@@ -97,6 +97,8 @@ def record(op, args, kwargs, result, inputs=None, target=None, before=None):
                     break
     if not op.differentiable:
         return result
+    if not op.complex_grad and type(result) is Tensor and result.dtype.is_complex:
+        raise RuntimeError(f"{op.name} does not support automatic differentiation for outputs with complex dtype.")
     cls = _node_types.get(op)
     if cls is None:
         cls = node_type_of(op, args, kwargs, result, _node_types)

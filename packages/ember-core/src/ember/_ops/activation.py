@@ -208,13 +208,15 @@ def _(ctx, g):
 
 
 # ---- pointwise activations ----------------------------------------------------------------------
-def activation(name, kernel, *, inplace=False, function=False):
-    """Register a float-only activation ``impl(xp, x, *args)`` (``x`` already upcast; result rounded back)."""
+def activation(name, kernel, *, inplace=False, function=False, complex_too=False):
+    """Register a float-only activation ``impl(xp, x, *args)`` (``x`` already upcast; result rounded back);
+    ``complex_too``: complex inputs as well."""
     def register(impl):
         @functools.wraps(impl)
         @quiet
         def run(xp, input, *args, **kwargs):
-            return xp.asarray(impl(xp, floating(input, kernel), *args, **kwargs)).astype(input.dtype, copy=False)
+            x = input if complex_too and input.dtype.kind == "c" else floating(input, kernel)
+            return xp.asarray(impl(xp, x, *args, **kwargs)).astype(input.dtype, copy=False)
         params = list(inspect.signature(impl).parameters.values())
         run.__signature__ = inspect.Signature([params[0], params[1].replace(name="input")] + params[2:])
         return op(name, method=function, function=function, inplace=inplace)(run)
@@ -292,13 +294,17 @@ def _gelu_second(x, approximate):
     return 2 * d1 * dv + x * (d1 * (1 - 2 * s) * dv * dv + d1 * 6 * k1 * x)
 
 
-@activation("silu", "silu")
+@activation("silu", "silu", complex_too=True)
 def silu(xp, x):
-    """``x * sigmoid(x)``."""
+    """``x * sigmoid(x)``; of complex inputs too, without gradients (PyTorch refuses them)."""
     if xp is np and x.dtype == np.float32 and x.size >= _loops.LOOP_MIN:  # one pass of ember's loop
         return _loops.float32_loop("silu_f32", x)
-    x = above_neg_inf(xp, x)
+    if x.dtype.kind != "c":
+        x = above_neg_inf(xp, x)
     return x / (1 + xp.exp(-x))
+
+
+silu.complex_grad = False
 
 
 @silu.vjp

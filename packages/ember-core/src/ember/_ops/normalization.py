@@ -339,7 +339,8 @@ def _(ctx, g):
                  bias=None if b is None else g.sum(sum_axes))
 
 
-_EPS = {"float16": 2.0 ** -10, "bfloat16": 2.0 ** -7, "float32": 2.0 ** -23, "float64": 2.0 ** -52}
+_EPS = {"float16": 2.0 ** -10, "bfloat16": 2.0 ** -7, "float32": 2.0 ** -23, "float64": 2.0 ** -52,
+        "complex64": 2.0 ** -23, "complex128": 2.0 ** -52}
 
 
 def _rms_eps(x, eps):
@@ -349,8 +350,9 @@ def _rms_eps(x, eps):
 
 @op("rms_norm", method=False)
 def rms_norm(xp, input, normalized_shape, weight=None, eps=None):
-    """Divide by the root mean square over the trailing ``normalized_shape`` dims, then scale elementwise."""
-    x = _float("rms_norm", input)
+    """Divide by the root mean square over the trailing ``normalized_shape`` dims, then scale elementwise. Complex
+    inputs divide by the complex root of the mean of their squares (z * z, not |z|^2), as PyTorch's do."""
+    x = input if input.dtype.kind == "c" else _float("rms_norm", input)
     axes = _normalized("rms_norm", x, normalized_shape, weight, None)
     eps = _rms_eps(input, eps)
     y = x / xp.sqrt((x * x).mean(axis=axes, keepdims=True) + eps)
@@ -364,6 +366,8 @@ def _(ctx, g):
     k = 1 if isinstance(a["normalized_shape"], int) else len(a["normalized_shape"])
     axes, lead = list(range(x.dim() - k, x.dim())), list(range(x.dim() - k))
     r = ((x * x).mean(axes, keepdim=True) + _rms_eps(x._data, a["eps"])).rsqrt()
-    gy = g if w is None else g * w
+    if x.dtype.is_complex:  # (the conjugate Jacobian: of a holomorphic map, PyTorch's convention)
+        x, r = x.conj(), r.conj()
+    gy = g if w is None else g * w.conj()
     gx = r * (gy - x * (r * r) * (gy * x).mean(axes, keepdim=True))
     return grads(ctx, rms_norm, input=gx, weight=None if w is None else (g * x * r).sum(lead))

@@ -705,11 +705,12 @@ def _(ctx, g):
 
 
 # ---- scans -----------------------------------------------------------------------------------------
-def scan(xp, ufunc, x, axis):
-    """``ufunc.accumulate`` along ``axis``; on CuPy log2(n) doubling passes (CuPy lacks most accumulates)."""
-    if xp is np:
+def scan(xp, ufunc, x, axis, f=None):
+    """``ufunc.accumulate`` along ``axis``; log2(n) doubling passes of ``f(a, b)`` instead where there is no
+    accumulate (most of CuPy's ufuncs; an ``f`` that is no ufunc)."""
+    if xp is np and f is None:
         return ufunc.accumulate(x, axis=axis)
-    f, n, step = getattr(xp, ufunc.__name__), x.shape[axis], 1
+    f, n, step = f or getattr(xp, ufunc.__name__), x.shape[axis], 1
     lead = (slice(None),) * axis
     while step < n:
         nxt = x.copy()
@@ -809,15 +810,50 @@ def cummin(xp, input, dim):
 cummin.vjp(cummax.vjp_fn)
 
 
+def _logaddexp_complex(xp, a, b):
+    """``log(exp(a) + exp(b))`` of complex arrays, from the operand of the larger real part (NumPy's logaddexp is
+    real only)."""
+    first = (a.real >= b.real) | xp.isnan(a.real)  # (a NaN is the larger: it spreads)
+    big, small = xp.where(first, a, b), xp.where(first, b, a)
+    return xp.where(xp.isneginf(big.real), big.real + 0j, big + xp.log1p(xp.exp(small - big)))
+
+
 @op("logcumsumexp")
 def logcumsumexp(xp, input, dim):
-    """Running ``log(sum(exp(input)))`` along ``dim``."""
+    """Running ``log(sum(exp(input)))`` along ``dim`` (of complex inputs too, as PyTorch's: the principal log, an
+    infinitely small sum as -inf with a zero imaginary part)."""
     d = one_dim(dim, input.ndim)
     if not inexact(input):
         raise NotImplementedError(f"\"logcumsumexp_out_cpu\" not implemented for '{TORCH_NAME[dtype_of(input)]}'")
     if input.ndim == 0:
         return input.copy()
+    if input.dtype.kind == "c":
+        return _logcumsumexp_complex(xp, input, d).astype(input.dtype, order="C")
     return scan(xp, np.logaddexp, up(input), d).astype(input.dtype, order="C")
+
+
+def _logcumsumexp_complex(xp, x, d):
+    """PyTorch adds one element at a time, ``big + log1p(exp(small - big))`` (big: the larger real part), and so
+    leaves the imaginary part on a branch of its own, not the principal one. A doubling scan gives the real parts
+    (and each partial sum's exponential); from them, which operand was big at each step and each step's principal
+    log1p are known, and the imaginary parts are a running sum restarted where the new element was big."""
+    r = scan(xp, None, x, d, lambda a, b: _logaddexp_complex(xp, a, b))
+    n = x.shape[d]
+    head, rest = (slice(None),) * d + (slice(0, 1),), (slice(None),) * d + (slice(1, None),)
+    prev, new = r[(slice(None),) * d + (slice(0, n - 1),)], x[rest]
+    restart = xp.concatenate([xp.ones(x[head].shape, bool), new.real > prev.real], axis=d)
+    big, small = xp.where(restart[rest], new, prev), xp.where(restart[rest], prev, new)
+    step = xp.log1p(xp.exp(small - big)).imag
+    add = xp.concatenate([x[head].imag, xp.where(restart[rest], new.imag + step, step)], axis=d)
+    empty = xp.isneginf(r.real)  # a sum of nothing so far: -inf with a zero imaginary part
+    restart |= empty
+    total = xp.cumsum(xp.where(empty, 0, add), axis=d)
+    pos = xp.arange(n).reshape((-1,) + (1,) * (x.ndim - 1 - d))
+    last = scan(xp, np.maximum, xp.where(restart, pos, 0), d)  # where the running sum restarted
+    before = xp.where(last > 0, xp.take_along_axis(total, xp.maximum(last - 1, 0), axis=d), 0)
+    r = r.real + 1j * (total - before)
+    nan = xp.isnan(r.real) | xp.isnan(r.imag)
+    return xp.where(nan, complex(np.nan, np.nan), xp.where(empty, r.real + 0j, r))
 
 
 @logcumsumexp.vjp
@@ -828,6 +864,8 @@ def _(ctx, g):
     if x.dim() == 0 or x.numel() == 0:
         return (g,)
     d = arg(ctx, 1, "dim") % x.dim()
+    if x.dtype.is_complex:  # sum_{j>=i} g_j conj(exp(x_i - out_j)), a running log-sum of complex logs
+        return ((x.conj() + (g.log() - out.conj()).flip((d,)).logcumsumexp(d).flip((d,))).exp(),)
     log_abs, lowest = g.abs().log(), D.finfo(g.dtype).min
 
     def part(sign):
