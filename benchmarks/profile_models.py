@@ -1,6 +1,6 @@
 """Where the time of a model's training step goes, in ember and in PyTorch (the models of bench_models.py).
 
-    python benchmarks/profile_models.py [gpt|resnet|resnet-cl|lstm|digits ...] [--top 10] [--cprofile]
+    python benchmarks/profile_models.py [gpt|moe-gpt|resnet|resnet-cl|lstm|digits ...] [--top 10] [--cprofile]
 
 For each model: the median time of each phase of the step (forward, backward, clipping, optimiser step,
 zero_grad), timed alternately for ember and torch; then, per phase, what it calls directly with its total time
@@ -48,7 +48,8 @@ def _digits_setup(seed=0):
     return steps
 
 
-SETUPS = {"gpt": bench_models.gpt_setup, "resnet": bench_models.resnet_setup,
+SETUPS = {"gpt": bench_models.gpt_setup, "moe-gpt": lambda: bench_models.gpt_setup(experts=8),
+          "resnet": bench_models.resnet_setup,
           "resnet-cl": lambda: bench_models.resnet_setup(memory_format="channels_last"),
           "lstm": bench_models.lstm_lm_setup, "digits": _digits_setup}
 

@@ -134,7 +134,8 @@ def _accumulate(xp, reduce, out, pos, vals):
     if out.dtype == np.bool_ and how in ("add", "multiply"):
         how = "logical_or" if how == "add" else "logical_and"
     if xp is np:
-        getattr(np, how).at(out, pos, vals)
+        if how != "add" or not _add_rows(out, pos, vals):
+            getattr(np, how).at(out, pos, vals)
     elif how == "multiply":  # CuPy has no multiply scatter: an atomic compare-and-swap kernel
         kernel = _MUL_KERNELS.get(out.dtype)
         work = out if kernel else out.astype(np.int64)  # narrower integers multiply in int64
@@ -147,6 +148,40 @@ def _accumulate(xp, reduce, out, pos, vals):
     else:
         how = {"logical_or": "bitwise_or", "logical_and": "bitwise_and"}.get(how, how)
         getattr(xp, how).at(out, pos, vals)
+
+
+def _add_rows(out, pos, vals):
+    """``out[pos] += vals`` for ``pos`` = (whole dims, one vector of indices) in rounds: round k adds each index's
+    k-th row (in order: np.add.at's sums, bit for bit) by one fancy-indexed add, whose indices are distinct. np.add.at
+    loops over such indices ~10 times slower (an MoE layer's index_add, each token's row once per expert it went
+    to). False, having done nothing, for other indices, for an index repeated more than 64 times, and for what
+    np.add.at must report (out of range, a source of another shape)."""
+    if out.ndim < 2 or type(pos) is not tuple or len(pos) > out.ndim:
+        return False
+    d = next((i for i, p in enumerate(pos) if type(p) is np.ndarray), None)
+    if d is None or any(type(p) is not slice or p != slice(None) for i, p in enumerate(pos) if i != d) or \
+            pos[d].ndim != 1 or pos[d].dtype.kind not in "iu":
+        return False
+    idx, n = pos[d], out.shape[d]
+    if idx.size == 0 or int(idx.max()) >= n or int(idx.min()) < -n:
+        return False
+    try:
+        vals = np.broadcast_to(vals, out.shape[:d] + idx.shape + out.shape[d + 1:])
+    except ValueError:
+        return False
+    idx = np.where(idx < 0, idx + n, idx)
+    order = np.argsort(idx, kind="stable")
+    ordered = idx[order]
+    first = np.flatnonzero(np.concatenate([[True], ordered[1:] != ordered[:-1]]))
+    rank = np.arange(idx.size) - np.repeat(first, np.diff(np.append(first, idx.size)))  # k: the k-th of its index
+    rounds = int(rank.max()) + 1
+    if rounds > 64:
+        return False
+    rows, src = np.moveaxis(out, d, 0), np.moveaxis(vals, d, 0)
+    for k in range(rounds):
+        take = order[rank == k]
+        rows[idx[take]] += src[take]
+    return True
 
 
 def _compute_dtype(arr):
