@@ -73,7 +73,8 @@ class Adam(Optimizer):
                     state["exp_avg"], state["exp_avg_sq"] = zeros_state(p), zeros_state(p)
                     if amsgrad:
                         state["max_exp_avg_sq"] = zeros_state(p)
-            if not (amsgrad or adjust or wd) and self._fused(index, grads, lr, beta1, beta2, eps):
+            if not (amsgrad or adjust or wd and not decoupled) and self._fused(
+                    index, grads, lr, beta1, beta2, eps, lr * wd if decoupled else 0):
                 continue
             for p, g in grads:
                 state = self.state[p]
@@ -91,12 +92,13 @@ class Adam(Optimizer):
                 done(p)
         return loss
 
-    def _fused(self, index, grads, lr, beta1, beta2, eps):
+    def _fused(self, index, grads, lr, beta1, beta2, eps, decay):
         """The plain Adam step of all of ``grads``' parameters (group ``index``) at once, each update one pass over
         their moments kept in two flat arrays (the state tensors are views into them; re-made when the state was
         replaced, as by ``load_state_dict``) and the gradients copied into a third: fewer, longer ufunc calls, the
-        same values as the step per parameter. Returns False, having done nothing, unless all are NumPy arrays of
-        one float dtype at one step."""
+        same values as the step per parameter; ``decay``: AdamW's ``lr * weight_decay``, each parameter scaled by
+        ``1 - decay`` first. Returns False, having done nothing, unless all are NumPy arrays of one float dtype at
+        one step."""
         if not grads:
             return False
         dtype, states = grads[0][0]._data.dtype, [self.state[p] for p, _ in grads]
@@ -124,6 +126,8 @@ class Adam(Optimizer):
         u, at = _update(m, v, denom, step, lr, beta1, beta2, eps), 0
         for p, _ in grads:
             a = p._data
+            if decay:
+                a *= 1 - decay
             a -= u[at:at + a.size].reshape(a.shape)
             at += a.size
             done(p)
