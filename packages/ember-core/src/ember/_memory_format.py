@@ -3,6 +3,8 @@ NHWC (NDHWC) array seen through NCHW (NCDHW) axes: the format is read from the s
 Elementwise NumPy/CuPy kernels keep their inputs' layout, as PyTorch's do."""
 import builtins
 
+import numpy as np
+
 from ._backend import xp_of
 
 
@@ -103,6 +105,18 @@ def channels_last_like(arr, *others):
     if arr.ndim != 4 or reads_channels_last(arr) or not any(reads_channels_last(a) for a in others):
         return arr
     return copy(xp_of(arr), arr, _AXES[channels_last])
+
+
+def new_result(r, keep_channels_last):
+    """An op's result (an array, or a tuple of them) laid out as PyTorch lays out a new tensor: row-major, or with
+    ``keep_channels_last`` channels-last where it reads so (a copy only where it is neither)."""
+    if type(r) is tuple:
+        return tuple(new_result(a, keep_channels_last) for a in r)
+    if type(r) is not np.ndarray and not hasattr(r, "__cuda_array_interface__") or r.flags.c_contiguous or \
+            r.ndim < 2 or keep_channels_last and suggested(r.shape, [s // r.itemsize for s in r.strides]) is not \
+            contiguous_format:
+        return r
+    return xp_of(r).asarray(r, order="C")
 
 
 def layout(arr, fmt):

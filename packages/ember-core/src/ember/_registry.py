@@ -28,7 +28,7 @@ import warnings
 
 import numpy as np
 
-from . import _backend, _parallel, _quiet
+from . import _backend, _memory_format, _parallel, _quiet
 from . import _dtype as D
 from . import _promotion as P
 from ._dispatch import FORCED, RECORD, Call, run_layers
@@ -62,7 +62,7 @@ class Op:
 
     def __init__(self, name, impl, kind, *, differentiable=True, view=False, method=True, function=True,
                  inplace=False, operators=(), kernel=None, rule=None, returns=None, mutates=False, scalars=True,
-                 scalar_first=False, ufunc=None, out_dtype=None, out_refusal=None):
+                 scalar_first=False, ufunc=None, out_dtype=None, out_refusal=None, result_layout=None):
         if name in REGISTRY:
             raise RuntimeError(f"op '{name}' is registered twice")
         self.name, self.impl, self.kind = name, impl, kind
@@ -77,6 +77,10 @@ class Op:
         # (result dtype, out dtype) -> the exception for an ``out=`` tensor the result can't be cast to, where it is
         # not the RuntimeError of cast_refusal (the joins raise TypeError)
         self.out_refusal = out_refusal or cast_refusal
+        # general ops whose NumPy results may come out in their inputs' layout (reductions of a transposed tensor,
+        # joins of transposed ones), where PyTorch lays out a new tensor: "row_major" (its reductions), "suggested"
+        # (its joins: row-major unless channels-last)
+        self.result_layout = result_layout
         self.scalars = scalars  # elementwise: whether operands after the first may be Python numbers
         self.scalar_first = scalar_first  # elementwise: whether the first may be one (torch.mul(2, t))
         # elementwise: the NumPy ufunc the implementation is on its operands (when called without keywords); large
@@ -574,6 +578,8 @@ def _general(op, args, kwargs, mode, out):
     else:
         xp = np
     r = op.impl(xp, *arrays, **kwargs_in)
+    if op.result_layout is not None:
+        r = _memory_format.new_result(r, op.result_layout == "suggested")
     if op.mutates:
         args[0]._vc[0] += 1
         return args[0]

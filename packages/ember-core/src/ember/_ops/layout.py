@@ -368,7 +368,7 @@ def _stack_vjp(name):
 
 
 for _name in ("hstack", "vstack", "row_stack", "dstack", "column_stack"):
-    op(_name, out_refusal=join_out_refusal)(_stacker(_name)).vjp(_stack_vjp(_name))
+    op(_name, out_refusal=join_out_refusal, result_layout="suggested")(_stacker(_name)).vjp(_stack_vjp(_name))
 
 
 def _atleast(n):

@@ -780,7 +780,7 @@ def _reduction():
     return reduction
 
 
-@op("linalg_vector_norm", function=False, method=False)
+@op("linalg_vector_norm", function=False, method=False, result_layout="row_major")
 def linalg_vector_norm(xp, x, ord=2, dim=None, keepdim=False, *, dtype=None):
     """Vector ``ord``-norm over ``dim`` (every element by default); the result is real."""
     red = _reduction()
@@ -844,7 +844,7 @@ def _matrix_norm(xp, a, ord, dim, keepdim, dtype):
     return xp.asarray(r).astype(D.storage(rd), copy=False)
 
 
-@op("linalg_matrix_norm", function=False, method=False)
+@op("linalg_matrix_norm", function=False, method=False, result_layout="row_major")
 def linalg_matrix_norm(xp, A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None):
     """Matrix norm over the two ``dim``: "fro", "nuc", 1, -1, 2, -2, inf or -inf; the result is real."""
     return _matrix_norm(xp, A, ord, dim, keepdim, dtype)
@@ -898,7 +898,7 @@ def _norm_kind(a, ord, dim):
     return ("vector", ord, None) if a.ndim == 1 else ("matrix", ord, (-2, -1))
 
 
-@op("linalg_norm", function=False, method=False)
+@op("linalg_norm", function=False, method=False, result_layout="row_major")
 def linalg_norm(xp, A, ord=None, dim=None, keepdim=False, *, dtype=None):
     """Vector or matrix norm, picked from ``ord`` and ``dim`` as PyTorch does."""
     if isinstance(ord, str) and dim is None and A.ndim != 2:

@@ -186,7 +186,7 @@ def _row_sums(x, start, keepdim):
     return r.reshape(lead + (1,) * (x.ndim - start) if keepdim else lead)
 
 
-@op("sum", out_dtype="compute")
+@op("sum", out_dtype="compute", result_layout="row_major")
 def sum(xp, input, dim=None, keepdim=False, *, dtype=None):
     """Sum over ``dim`` (all dims by default); integers and bool sum to int64, halves accumulate in float32."""
     if dim is None and dtype is None and not keepdim and input.dtype in _REAL and input.size < _EINSUM_MIN \
@@ -228,7 +228,7 @@ def _spread(a, shape):
     return v
 
 
-@op("nansum")
+@op("nansum", result_layout="row_major")
 def nansum(xp, input, dim=None, keepdim=False, *, dtype=None):
     """Sum treating NaN as zero."""
     if input.dtype.kind == "c":
@@ -253,7 +253,7 @@ def _mean_dtype_check(name, src, dtype):
                            f"dtype must be either a floating point or complex dtype. Got: {TORCH_NAME[src]}")
 
 
-@op("mean", out_dtype="match")
+@op("mean", out_dtype="match", result_layout="row_major")
 def mean(xp, input, dim=None, keepdim=False, *, dtype=None):
     """Arithmetic mean over ``dim``; only floating and complex inputs (or an explicit float ``dtype``)."""
     src = dtype_of(input) if dtype is None else dtype
@@ -277,7 +277,7 @@ def _(ctx, g):
     return (gs * (ctx.out.numel() / max(ctx.args[0].numel(), 1)),)
 
 
-@op("nanmean")
+@op("nanmean", result_layout="row_major")
 def nanmean(xp, input, dim=None, keepdim=False, *, dtype=None):
     """Mean of the non-NaN elements (NaN where there are none)."""
     if not inexact(input):
@@ -300,7 +300,7 @@ def _(ctx, g):
     return (unreduce(g, x.shape, axes, arg(ctx, 2, "keepdim", False)) / count * keep,)
 
 
-@op("prod", out_dtype="compute")
+@op("prod", out_dtype="compute", result_layout="row_major")
 def prod(xp, input, dim=None, keepdim=False, *, dtype=None):
     """Product over one dim (all elements by default); integers and bool multiply in int64."""
     axis = None if dim is None else one_dim(dim, input.ndim)
@@ -358,7 +358,7 @@ def _no_complex_input(name, x):
         raise RuntimeError(f"{name}(): does not support complex input")
 
 
-@op("amax")
+@op("amax", result_layout="row_major")
 def amax(xp, input, dim=(), keepdim=False):
     """Largest element over ``dim`` (all dims by default); NaN wins."""
     _no_complex_input("amax", input)
@@ -372,7 +372,7 @@ def _(ctx, g):
                        ctx.out),)
 
 
-@op("amin")
+@op("amin", result_layout="row_major")
 def amin(xp, input, dim=(), keepdim=False):
     """Smallest element over ``dim`` (all dims by default); NaN wins."""
     _no_complex_input("amin", input)
@@ -382,7 +382,7 @@ def amin(xp, input, dim=(), keepdim=False):
 amin.vjp(amax.vjp_fn)
 
 
-@op("aminmax", returns=("min", "max"))
+@op("aminmax", returns=("min", "max"), result_layout="row_major")
 def aminmax(xp, input, *, dim=None, keepdim=False):
     """(smallest, largest) element over one dim or all elements."""
     refuse_complex("aminmax_cpu", input)
@@ -482,7 +482,7 @@ def floating(x):
     return x if inexact(x) else x.astype(D.get_default_dtype().np)
 
 
-@op("logsumexp")
+@op("logsumexp", result_layout="row_major")
 def logsumexp(xp, input, dim, keepdim=False):
     """``log(sum(exp(input)))`` over ``dim``, computed stably by shifting by the maximum."""
     x = floating(input)
@@ -513,19 +513,19 @@ def _truth(xp, f, input, dim, keepdim):
     return xp.asarray(r).astype(np.uint8 if input.dtype == np.uint8 else np.bool_, copy=False)
 
 
-@op("all", differentiable=False)
+@op("all", differentiable=False, result_layout="row_major")
 def all_(xp, input, dim=None, keepdim=False):
     """Whether every element over ``dim`` is nonzero (uint8 inputs give uint8, others bool)."""
     return _truth(xp, xp.all, input, dim, keepdim)
 
 
-@op("any", differentiable=False)
+@op("any", differentiable=False, result_layout="row_major")
 def any_(xp, input, dim=None, keepdim=False):
     """Whether some element over ``dim`` is nonzero (uint8 inputs give uint8, others bool)."""
     return _truth(xp, xp.any, input, dim, keepdim)
 
 
-@op("count_nonzero", differentiable=False)
+@op("count_nonzero", differentiable=False, result_layout="row_major")
 def count_nonzero(xp, input, dim=None):
     """Number of nonzero elements over ``dim`` (int64)."""
     return xp.asarray(xp.count_nonzero(up(input), axis=reduce_dims(dim, input.ndim))).astype(np.int64)
@@ -577,7 +577,7 @@ def _norm_input(name, x, dtype):
     return up(x), dtype_of(x).to_real()
 
 
-@op("norm")
+@op("norm", result_layout="row_major")
 def norm(xp, input, p="fro", dim=None, keepdim=False, *, dtype=None):
     """Vector p-norm over ``dim`` (all elements by default); "fro" is the 2-norm, "nuc" the nuclear norm."""
     x, rd = _norm_input("linalg.vector_norm", input, dtype)

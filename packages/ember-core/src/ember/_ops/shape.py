@@ -317,7 +317,7 @@ def join_out_refusal(rd, od):
     return TypeError(f"torch.cat(): input types can't be cast to the desired output type {TORCH_NAME[od]}")
 
 
-@op("cat", out_refusal=join_out_refusal)
+@op("cat", out_refusal=join_out_refusal, result_layout="suggested")
 def cat(xp, tensors, dim=0):
     """Concatenate along an existing dim (1-D empty tensors are skipped, as in PyTorch)."""
     if not isinstance(tensors, (list, tuple)):
@@ -359,13 +359,13 @@ def _(ctx, g):
     return (grads,)
 
 
-@op("concat", out_refusal=join_out_refusal)
+@op("concat", out_refusal=join_out_refusal, result_layout="suggested")
 def concat(xp, tensors, dim=0):
     """Alias of cat."""
     return cat.impl(xp, tensors, dim)
 
 
-@op("concatenate", out_refusal=join_out_refusal)
+@op("concatenate", out_refusal=join_out_refusal, result_layout="suggested")
 def concatenate(xp, tensors, axis=0):
     """Alias of cat."""
     return cat.impl(xp, tensors, axis)
@@ -375,7 +375,7 @@ concat.vjp(cat.vjp_fn)
 concatenate.vjp(cat.vjp_fn)
 
 
-@op("stack", out_refusal=join_out_refusal)
+@op("stack", out_refusal=join_out_refusal, result_layout="suggested")
 def stack(xp, tensors, dim=0):
     """Join tensors of equal shape along a new dim."""
     if not isinstance(tensors, (list, tuple)):

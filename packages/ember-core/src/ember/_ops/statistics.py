@@ -60,7 +60,7 @@ def _moments(xp, input, dim, unbiased, keepdim, correction):
     return v.astype(rd, copy=False), m.astype(input.dtype, copy=False)
 
 
-@op("var")
+@op("var", result_layout="row_major")
 def var(xp, input, dim=None, unbiased=None, keepdim=False, *, correction=None):
     """Variance over ``dim`` dividing by N - correction (correction 1 by default, 0 when not ``unbiased``)."""
     return _moments(xp, input, dim, unbiased, keepdim, correction)[0]
@@ -92,7 +92,7 @@ def _(ctx, g):
     return (_var_grad(ctx, g),)
 
 
-@op("std")
+@op("std", result_layout="row_major")
 def std(xp, input, dim=None, unbiased=None, keepdim=False, *, correction=None):
     """Standard deviation: the square root of ``var``."""
     return xp.sqrt(_moments(xp, input, dim, unbiased, keepdim, correction)[0])
@@ -104,7 +104,7 @@ def _(ctx, g):
     return (_var_grad(ctx, unreduce(g / (2 * ctx.out), x.shape, axes, keepdim)),)
 
 
-@op("var_mean", method=False)
+@op("var_mean", method=False, result_layout="row_major")
 def var_mean(xp, input, dim=None, unbiased=None, keepdim=False, *, correction=None):
     """(variance, mean) over ``dim`` in one pass over the data."""
     return _moments(xp, input, dim, unbiased, keepdim, correction)
@@ -115,7 +115,7 @@ def _(ctx, g_var, g_mean):
     return (_var_grad(ctx, g_var) + _mean_grad(ctx, g_mean),)
 
 
-@op("std_mean", method=False)
+@op("std_mean", method=False, result_layout="row_major")
 def std_mean(xp, input, dim=None, unbiased=None, keepdim=False, *, correction=None):
     """(standard deviation, mean) over ``dim``."""
     v, m = _moments(xp, input, dim, unbiased, keepdim, correction)
@@ -165,7 +165,7 @@ def _median_vjp(ctx, g, *_):
     return (select_grad(x, dim, ctx.out[1], g, arg(ctx, 2, "keepdim", False)),)
 
 
-@op("median", returns=("values", "indices"))
+@op("median", returns=("values", "indices"), result_layout="row_major")
 def median(xp, input, dim=None, keepdim=False):
     """Lower median of all elements, or (values, indices) along ``dim``; NaN if a NaN is present."""
     if input.dtype.kind == "c":
@@ -176,7 +176,7 @@ def median(xp, input, dim=None, keepdim=False):
 median.vjp(_median_vjp)
 
 
-@op("nanmedian", returns=("values", "indices"))
+@op("nanmedian", returns=("values", "indices"), result_layout="row_major")
 def nanmedian(xp, input, dim=None, keepdim=False):
     """``median`` ignoring NaN (NaN only where every element is NaN)."""
     if input.dtype.kind == "c":
@@ -307,7 +307,7 @@ def _quantile_vjp(name, ignore_nan):
     return vjp
 
 
-@op("quantile")
+@op("quantile", result_layout="row_major")
 def quantile(xp, input, q, dim=None, keepdim=False, *, interpolation="linear"):
     """The ``q``-th quantiles along ``dim`` (of all elements by default), interpolating between order statistics;
     NaN where a NaN is present."""
@@ -317,7 +317,7 @@ def quantile(xp, input, q, dim=None, keepdim=False, *, interpolation="linear"):
 quantile.vjp(_quantile_vjp("quantile", False))
 
 
-@op("nanquantile")
+@op("nanquantile", result_layout="row_major")
 def nanquantile(xp, input, q, dim=None, keepdim=False, *, interpolation="linear"):
     """``quantile`` ignoring NaN (NaN only where every element is NaN)."""
     return _quantile(xp, "nanquantile", input, q, dim, keepdim, interpolation, True)

@@ -437,7 +437,8 @@ def one_hot(tensor, num_classes=-1):
             raise RuntimeError("Class values must be non-negative.")
         if int(tensor.max()) >= num_classes:
             raise RuntimeError("Class values must be smaller than num_classes.")
-    return (tensor.unsqueeze(-1) == ember.arange(num_classes, device=tensor.device)).long()
+    # (contiguous, as PyTorch's, whatever the layout of ``tensor``)
+    return (tensor.unsqueeze(-1) == ember.arange(num_classes, device=tensor.device)).long().contiguous()
 
 
 # ---- padding ------------------------------------------------------------------------------------
