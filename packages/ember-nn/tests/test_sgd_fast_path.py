@@ -130,3 +130,23 @@ def test_momentum_buffer_update_is_blas_and_within_an_ulp_per_step(dtype, dampen
         np.testing.assert_array_max_ulp(got, want, maxulp=len(grads))
     if sgd._AXPY:  # per step and parameter: the update, and from the second step the buffer
         assert axpy_calls == {dtype: 4 * 2 + 3 * 2}
+
+
+def test_channels_last_parameters_take_blas_and_match_torch(axpy_calls):
+    """A channels-last weight and gradient are dense in one same layout: BLAS updates them as flat memory, and the
+    momentum buffer keeps their layout, as PyTorch's does."""
+    rng = np.random.default_rng(4)
+    w, grads = rng.standard_normal((8, 3, 3, 3)), [rng.standard_normal((8, 3, 3, 3)) for _ in range(3)]
+    results = []
+    for lib in (torch, ember):
+        p = lib.nn.Parameter(lib.tensor(w, dtype=lib.float32).to(memory_format=lib.channels_last))
+        opt = lib.optim.SGD([p], lr=0.05, momentum=0.9, weight_decay=0.01)
+        for g in grads:
+            p.grad = lib.tensor(g, dtype=lib.float32).to(memory_format=lib.channels_last)
+            opt.step()
+        buf = opt.state[p]["momentum_buffer"]
+        assert buf.is_contiguous(memory_format=lib.channels_last) and p.is_contiguous(memory_format=lib.channels_last)
+        results.append((p.detach().numpy().copy(), buf.numpy().copy()))
+    for got, want in zip(results[1], results[0]):
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
+    assert axpy_calls == {"float32": 2 * len(grads) - 1}  # (the first step copies the gradient into the buffer)

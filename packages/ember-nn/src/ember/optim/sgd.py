@@ -63,7 +63,7 @@ class SGD(Optimizer):
                     s = state[p]
                     buf = s.get("momentum_buffer")
                     if buf is None:
-                        b = d.copy()
+                        b = d.copy(order="K")  # (in the gradient's layout: a channels-last one too)
                         s["momentum_buffer"] = Tensor._wrap(b)
                     else:
                         b = buf._data
@@ -79,16 +79,27 @@ class SGD(Optimizer):
 
 
 def _axpy(blas, k, x, y, sizes):
-    """``y += alpha * x`` in one BLAS call (alpha: entry ``k`` of ``y``'s dtype in ``blas``) for dense, aligned and
-    writeable NumPy arrays (not CuPy, not NumPy scalars) of one dtype and size, the same or disjoint; False, with
-    nothing done, otherwise."""
+    """``y += alpha * x`` in one BLAS call (alpha: entry ``k`` of ``y``'s dtype in ``blas``) for aligned, writeable
+    NumPy arrays (not CuPy, not NumPy scalars) of one dtype and size, row-major or dense in one same layout
+    (channels-last parameters and their gradients), the same or disjoint; False, with nothing done, otherwise."""
     if not (type(y) is np.ndarray and type(x) is np.ndarray and (entry := blas.get(y.dtype)) and x.dtype is y.dtype
-            and (n := y.size) == x.size and y.flags.carray and x.flags.carray):
+            and (n := y.size) == x.size and y.flags.aligned and y.flags.writeable and x.flags.aligned and (
+                y.flags.c_contiguous and x.flags.c_contiguous or x.strides == y.strides and _dense(y))):
         return False
     px, py = _data(id(x) + _DATA), _data(id(y) + _DATA)
     if not (x.base is None and y.base is None or _apart(px.value, py.value, y.nbytes)):
         return False
     entry[0](sizes.get(n) or sizes.setdefault(n, _INT(n)), entry[k], px, _ONE, py, _ONE)
+    return True
+
+
+def _dense(a):
+    """Whether ``a``'s elements fill its memory without gaps in some order of its axes (positive strides)."""
+    step = a.itemsize
+    for stride, size in sorted(zip(a.strides, a.shape)):
+        if size > 1 and stride != step:
+            return False
+        step *= size
     return True
 
 
