@@ -214,3 +214,13 @@ def test_parameter_basics():
     import copy
     q = copy.deepcopy(p)
     assert isinstance(q, nn.Parameter) and q is not p and q.requires_grad
+
+
+def test_compile_in_place_checks_its_arguments_like_torch():
+    """``Module.compile`` returns None and raises PyTorch's RuntimeError for an unknown mode; the module runs as
+    before."""
+    m, x = nn.Linear(2, 2), ember.randn(3, 2)
+    assert m.compile(mode="max-autotune-no-cudagraphs") is None
+    with pytest.raises(RuntimeError, match="Unrecognized mode"):
+        m.compile(mode="fastest")
+    assert ember.allclose(m(x), x @ m.weight.t() + m.bias)

@@ -355,6 +355,11 @@ class Module:
         """Move parameters, their gradients and buffers to shared memory (``Tensor.share_memory_``)."""
         return self._apply(lambda t: t.share_memory_())
 
+    def compile(self, *args, **kwargs):
+        """``torch.compile`` of the module's calls, in place: ember runs eagerly, so the arguments are checked as
+        ``ember.compile`` checks them and the module stays as it is."""
+        ember.compile(self._call_impl, *args, **kwargs)
+
     # ---- state_dict -------------------------------------------------------------------------------
     def _save_to_state_dict(self, destination, prefix, keep_vars):
         for name, p in self._parameters.items():
