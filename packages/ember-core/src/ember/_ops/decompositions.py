@@ -705,6 +705,21 @@ def _check_driver(driver):
                            "cuSOLVER backend.")
 
 
+def _svd_input(xp, a):
+    """``a`` made safe for LAPACK's SVD, and which of its matrices held infinities (None for none). NaN raises
+    PyTorch's error for the first such matrix; a matrix with infinities, on which NumPy's gesdd never returns, is
+    replaced by zeros, and the caller makes its singular values NaN, as PyTorch's are (its singular vectors are then
+    a zero matrix's, finite, where PyTorch's are what LAPACK left: pinv of it is zero in both)."""
+    finite = xp.isfinite(a).all(axis=(-2, -1))
+    if bool(finite.all()):
+        return a, None
+    nan = xp.isnan(a).any(axis=(-2, -1))
+    if bool(nan.any()):
+        raise LinAlgError(f"linalg.svd: {_batch_prefix(nan, int(xp.argmax(nan.reshape(-1))))}The algorithm failed to "
+                          "converge because the input matrix contained non-finite values.")
+    return xp.where(finite[..., None, None], a, 0), ~finite
+
+
 def _svd(xp, a, full):
     _check("linalg.svd", a, "linalg_svd_cpu", square=False)
     if a.size == 0:
@@ -715,7 +730,10 @@ def _svd(xp, a, full):
         real = a.real.dtype
         return (xp.broadcast_to(xp.eye(m, mu, dtype=a.dtype), batch + (m, mu)).copy(), xp.zeros(batch + (k,), real),
                 xp.broadcast_to(xp.eye(nv, n, dtype=a.dtype), batch + (nv, n)).copy())
+    a, infinite = _svd_input(xp, a)
     u, s, vh = xp.linalg.svd(a, full_matrices=full)
+    if infinite is not None:
+        s[infinite] = np.nan
     return u, s, vh
 
 
@@ -745,7 +763,11 @@ def linalg_svdvals(xp, A, *, driver=None):
     _check("linalg.svd", A, "linalg_svd_cpu", square=False)
     if A.size == 0:
         return xp.zeros(A.shape[:-2] + (builtins.min(A.shape[-2:]),), A.real.dtype)
-    return xp.linalg.svd(A, compute_uv=False)
+    A, infinite = _svd_input(xp, A)
+    s = xp.linalg.svd(A, compute_uv=False)
+    if infinite is not None:
+        s[infinite] = np.nan
+    return s
 
 
 def svd_grad(u, s, vh, gu, gs, gvh):
@@ -976,6 +998,7 @@ def linalg_lstsq(xp, A, B, rcond=None, *, driver=None):
     keep = s > tol
     sinv = xp.where(keep, 1 / xp.where(s == 0, 1, s), 0).astype(s.dtype)
     x = xp.conj(xp.swapaxes(vh, -1, -2)) @ (sinv[..., :, None] * (xp.conj(xp.swapaxes(u, -1, -2)) @ bm))
+    x = xp.where(xp.isnan(s).any(-1)[..., None, None], np.nan, x)  # (a matrix with infinities: no solution)
     rank = keep.sum(-1).astype(np.int64)
     real = A.real.dtype
     if driver != "gelsy" and m > n and bool((rank == n).all()):

@@ -830,7 +830,7 @@ def _matrix_norm(xp, a, ord, dim, keepdim, dtype):
     elif ord in ("nuc", 2, -2):
         if a.dtype in _HALF:
             raise RuntimeError(f"{name}: Low precision dtypes not supported. Got {tname(a)}")
-        s = xp.linalg.svd(xp.moveaxis(x, (d0, d1), (-2, -1)), compute_uv=False) if x.size else \
+        s = REGISTRY["linalg_svdvals"].impl(xp, xp.moveaxis(x, (d0, d1), (-2, -1))) if x.size else \
             xp.zeros(x.shape[:0] + (0,), x.real.dtype)
         r = s.sum(-1) if ord == "nuc" else (s.max(-1) if ord == 2 else s.min(-1))
         if keepdim:

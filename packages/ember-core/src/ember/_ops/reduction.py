@@ -9,7 +9,7 @@ from .. import _dtype as D
 from .. import _promotion as P
 from .._factory import arange
 from .._parallel import pool
-from .._registry import TORCH_NAME, compute_dtype, op
+from .._registry import REGISTRY, TORCH_NAME, compute_dtype, op
 from .._tensor import Tensor
 from .comparison import maximum, minimum, where
 from .pointwise import not_implemented, refuse_complex
@@ -640,13 +640,12 @@ def _nuclear(xp, x, dims, keepdim):
     if x.dtype in _HALF:
         raise RuntimeError(f"linalg.matrix_norm: Low precision dtypes not supported. Got {TORCH_NAME[dtype_of(x)]}")
     a, b = _nuclear_dims(dims, x.ndim)
-    s = xp.linalg.svd(xp.moveaxis(x, (a, b), (-2, -1)), compute_uv=False).sum(-1)
+    s = REGISTRY["linalg_svdvals"].impl(xp, xp.moveaxis(x, (a, b), (-2, -1))).sum(-1)
     return xp.expand_dims(s, tuple(sorted((a, b)))) if keepdim else s
 
 
 def _nuclear_grad(x, g, dims, keepdim):
     """VJP of the nuclear norm: ``g * U @ Vh`` of the reduced SVD, moved back to ``dims``."""
-    from .._registry import REGISTRY
     a, b = _nuclear_dims(dims, x.dim())
     u, _, vh = REGISTRY["linalg_svd"].fn(x.movedim((a, b), (-2, -1)), full_matrices=False)
     if keepdim:
