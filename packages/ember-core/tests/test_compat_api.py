@@ -366,3 +366,10 @@ def test_jit_modules_and_archives():
         ember.jit.save(m, "m.pt")
     with pytest.raises(NotImplementedError, match="ember.load"):
         ember.jit.load("m.pt")
+
+
+def test_assert_function():
+    ember._assert(True, "unused")
+    ember._assert(ember.tensor(True), "unused")
+    with pytest.raises(AssertionError, match="expected a 4-d input"):
+        ember._assert(ember.ones(2).dim() == 4, "expected a 4-d input")

@@ -127,6 +127,11 @@ def numel(input):
     return input.numel()
 
 
+def _assert(condition, message):
+    """``assert condition, message`` as a function (PyTorch's traceable spelling, which models call)."""
+    assert condition, message
+
+
 def __getattr__(name):
     dist = _extensions.PROVIDERS.get(name)
     home = _extensions.ATTRIBUTES.get(name)
