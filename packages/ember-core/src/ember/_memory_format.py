@@ -113,8 +113,7 @@ def new_result(r, keep_channels_last):
     if type(r) is tuple:
         return tuple(new_result(a, keep_channels_last) for a in r)
     if type(r) is not np.ndarray and not hasattr(r, "__cuda_array_interface__") or r.flags.c_contiguous or \
-            r.ndim < 2 or keep_channels_last and suggested(r.shape, [s // r.itemsize for s in r.strides]) is not \
-            contiguous_format:
+            keep_channels_last and suggested(r.shape, [s // r.itemsize for s in r.strides]) is not contiguous_format:
         return r
     return xp_of(r).asarray(r, order="C")
 

@@ -617,7 +617,7 @@ def bernoulli(xp, input, p=None, *, generator=None):
 bernoulli.vjp(_zero_grads)
 
 
-@op("multinomial", differentiable=False)
+@op("multinomial", differentiable=False, result_layout="row_major")
 def multinomial(xp, input, num_samples, replacement=False, *, generator=None):
     """Indices sampled from the rows of ``input`` (1-D or 2-D), each row weighting its categories."""
     dtype = _dtype_of(input)
@@ -646,7 +646,7 @@ def multinomial(xp, input, num_samples, replacement=False, *, generator=None):
         r = _multinomial_cpu(g._stream, input, rows, k, replacement)
     else:
         r = _multinomial_cuda(xp, g._draws(), p, k, replacement)
-    r = xp.asarray(r, np.int64, order="C")  # (the first k of each row's order are a strided slice)
+    r = r.astype(np.int64, copy=False)
     return r if input.ndim == 2 else r[0]
 
 

@@ -208,9 +208,9 @@ def _(ctx, g):
 
 
 # ---- pointwise activations ----------------------------------------------------------------------
-def activation(name, kernel, *, inplace=False, function=False, complex_too=False):
+def activation(name, kernel, *, inplace=False, function=False, complex_too=False, **options):
     """Register a float-only activation ``impl(xp, x, *args)`` (``x`` already upcast; result rounded back);
-    ``complex_too``: complex inputs as well."""
+    ``complex_too``: complex inputs as well; ``options`` the registry's."""
     def register(impl):
         @functools.wraps(impl)
         @quiet
@@ -219,7 +219,7 @@ def activation(name, kernel, *, inplace=False, function=False, complex_too=False
             return xp.asarray(impl(xp, x, *args, **kwargs)).astype(input.dtype, copy=False)
         params = list(inspect.signature(impl).parameters.values())
         run.__signature__ = inspect.Signature([params[0], params[1].replace(name="input")] + params[2:])
-        return op(name, method=function, function=function, inplace=inplace)(run)
+        return op(name, method=function, function=function, inplace=inplace, **options)(run)
     return register
 
 
@@ -507,10 +507,10 @@ def softshrink(xp, x, lambd=0.5):
 pointwise_vjp(softshrink, lambda input, lambd=0.5: (input > lambd) | (input < -lambd))
 
 
-@activation("log_sigmoid", "log_sigmoid_cpu")
+@activation("log_sigmoid", "log_sigmoid_cpu", result_layout="row_major")
 def log_sigmoid(xp, x):
-    """``log(sigmoid(x))`` computed as ``-softplus(-x)`` (contiguous, as PyTorch's, whatever the input's layout)."""
-    return xp.asarray(-_softplus_arr(xp, -x), order="C")
+    """``log(sigmoid(x))`` computed as ``-softplus(-x)``."""
+    return -_softplus_arr(xp, -x)
 
 
 pointwise_vjp(log_sigmoid, lambda input: (-input).sigmoid())

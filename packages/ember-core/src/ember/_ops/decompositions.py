@@ -50,23 +50,18 @@ def _recast(r, dtype):
 
 def lop(name, **options):
     """Register a LAPACK-backed op: empty half-precision inputs are computed in float32 and cast back; the results
-    are contiguous (transposes and slices of LAPACK's column-major factors are not: a script may view() them)."""
+    are row-major (transposes and slices of LAPACK's column-major factors are not: a script may view() them)."""
     def register(impl):
         @functools.wraps(impl)
         def run(xp, *args, **kwargs):
             try:
-                return _contiguous(xp, impl(xp, *args, **kwargs))
+                return impl(xp, *args, **kwargs)
             except _EmptyHalf as e:
                 half = e.args[0]
                 args = [a.astype(np.float32) if getattr(a, "dtype", None) == half else a for a in args]
-                return _contiguous(xp, _recast(impl(xp, *args, **kwargs), half))
-        return op(name, **options)(run)
+                return _recast(impl(xp, *args, **kwargs), half)
+        return op(name, result_layout="row_major", **options)(run)
     return register
-
-
-def _contiguous(xp, r):
-    return tuple(_contiguous(xp, x) for x in r) if isinstance(r, tuple) else \
-        xp.asarray(r, order="C") if hasattr(r, "flags") else r
 
 
 def _batch_prefix(info, i):

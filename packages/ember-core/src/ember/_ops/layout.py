@@ -556,7 +556,7 @@ def _as_tuple(v):
     return (v,) if isinstance(v, int) else tuple(v)
 
 
-@op("roll")
+@op("roll", result_layout="row_major")
 def roll(xp, input, shifts, dims=()):
     """A copy with the entries shifted cyclically by ``shifts`` along ``dims`` (all of them, flattened, if
     no dims are given)."""
@@ -567,7 +567,7 @@ def roll(xp, input, shifts, dims=()):
         return xp.roll(input.reshape(-1), shifts[0]).reshape(input.shape)
     if len(shifts) != len(dims):
         raise RuntimeError(f"shifts and dimensions must align. shifts: {len(shifts)}, dims:{len(dims)}")
-    return xp.asarray(xp.roll(input, shifts, tuple(_wrap_dim(d, input.ndim) for d in dims)), order="C")
+    return xp.roll(input, shifts, tuple(_wrap_dim(d, input.ndim) for d in dims))
 
 
 @roll.vjp

@@ -550,7 +550,7 @@ def _explicit(eq, shapes):
     return terms, out, sizes
 
 
-@op("einsum", method=False)
+@op("einsum", method=False, result_layout="row_major")
 def einsum(xp, *args):
     """Sum of products over labelled dims (string or sublist form), contracting through BLAS."""
     eq, ops, _ = _einsum_args(args)
@@ -564,7 +564,7 @@ def einsum(xp, *args):
     # pairwise from the left, as PyTorch contracts (BLAS for each pair)
     path = ["einsum_path"] + [(0, 1)] * (len(ops) - 1) if len(ops) > 1 and xp is np else len(ops) > 2
     r = xp.einsum(",".join(terms) + "->" + out, *[upcast(o) for o in ops], optimize=path)
-    return xp.asarray(_rounded(xp.asarray(r), dt if dt != np.bool_ else np.int64), order="C")
+    return _rounded(xp.asarray(r), dt if dt != np.bool_ else np.int64)
 
 
 def einsum_grads(eq, tensors, g):
@@ -706,16 +706,16 @@ def _cross(xp, a, b, dim):
                            f"{b.shape[dim]}")
     shape = P.broadcast_shapes(a.shape, b.shape)
     # half precision rounds after each product and difference, as PyTorch's kernel does
-    return xp.asarray(xp.cross(xp.broadcast_to(a, shape), xp.broadcast_to(b, shape), axis=dim), order="C")
+    return xp.asarray(xp.cross(xp.broadcast_to(a, shape), xp.broadcast_to(b, shape), axis=dim))
 
 
-@op("linalg_cross", function=False, method=False)
+@op("linalg_cross", function=False, method=False, result_layout="row_major")
 def linalg_cross(xp, input, other, *, dim=-1):
     """Cross product of 3-vectors along ``dim``, batch dims broadcast."""
     return _cross(xp, input, other, dim)
 
 
-@op("cross")
+@op("cross", result_layout="row_major")
 def cross(xp, input, other, dim=None):
     """Cross product along ``dim`` (by default the first dim of size 3)."""
     if dim is None:

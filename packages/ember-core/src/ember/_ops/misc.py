@@ -102,7 +102,7 @@ def _along(c, axis, ndim):
     return c.reshape((-1,) + (1,) * (ndim - axis - 1))
 
 
-@op("gradient", method=False)
+@op("gradient", method=False, result_layout="row_major")
 def gradient(xp, input, *, spacing=1, dim=None, edge_order=1):
     """Finite-difference estimates of the derivative of ``input`` along each of ``dim`` (all by default), with
     uniform ``spacing`` (a number per dim) or sample coordinates (a 1-D tensor per dim)."""
@@ -118,7 +118,7 @@ def gradient(xp, input, *, spacing=1, dim=None, edge_order=1):
         for k in range(5):  # terms with a zero coefficient are left out, so that inf and nan do not leak through
             c = _along(C[:, k], d, f.ndim)
             r = r + xp.where(c != 0, c * _shift(xp, f, k - 2, d), 0)
-        out.append(xp.asarray(r, D.storage(rd), order="C"))
+        out.append(r.astype(D.storage(rd), copy=False))
     return tuple(out)
 
 

@@ -407,7 +407,7 @@ def _pnorm(xp, x, p, axes):
     return (a ** p).sum(axis=axes, keepdims=True) ** (1 / p)
 
 
-@op("renorm", inplace=True)
+@op("renorm", inplace=True, result_layout="row_major")
 def renorm(xp, input, p, dim, maxnorm):
     """Each slice along ``dim`` whose ``p``-norm exceeds ``maxnorm`` scaled down to norm ``maxnorm``."""
     if p <= 0:
@@ -424,7 +424,7 @@ def renorm(xp, input, p, dim, maxnorm):
     x = up(input)
     norm = _pnorm(xp, x, p, _other_dims(x.ndim, dim % x.ndim))
     factor = xp.where(norm > maxnorm, maxnorm / (norm + 1e-7), 1).astype(norm.dtype)
-    return xp.asarray(x * factor, input.dtype, order="C")
+    return (x * factor).astype(input.dtype)
 
 
 @renorm.vjp
@@ -473,14 +473,14 @@ def _tbc_args(input, weight, bias):
         raise RuntimeError("Bias size must equal dim 2 in the weight tensor (output channels).")
 
 
-@op("conv_tbc", method=True)
+@op("conv_tbc", method=True, result_layout="row_major")
 def conv_tbc(xp, input, weight, bias, pad=0):
     """1-D convolution of a (time, batch, channels) sequence with a (kernel, in, out) weight, padded by ``pad``
     in time."""
     _tbc_args(input, weight, bias)
     x = xp.transpose(input, (1, 2, 0))
     w = xp.transpose(weight, (2, 1, 0))
-    return xp.asarray(xp.transpose(REGISTRY["conv1d"].impl(xp, x, w, bias, 1, pad), (2, 0, 1)), order="C")
+    return xp.transpose(REGISTRY["conv1d"].impl(xp, x, w, bias, 1, pad), (2, 0, 1))
 
 
 @conv_tbc.vjp

@@ -237,7 +237,7 @@ def _normalized(name, x, normalized_shape, weight, bias):
     return tuple(range(x.ndim - k, x.ndim))
 
 
-@op("layer_norm", method=False)
+@op("layer_norm", method=False, result_layout="row_major")
 def layer_norm(xp, input, normalized_shape, weight=None, bias=None, eps=1e-05, cudnn_enable=True):
     """Normalize over the trailing ``normalized_shape`` dims, then scale and shift elementwise."""
     x = _float("LayerNormKernelImpl", input)
@@ -250,7 +250,7 @@ def layer_norm(xp, input, normalized_shape, weight=None, bias=None, eps=1e-05, c
         return out
     mean, var = _stats(xp, x, axes)
     y = (x - mean) / xp.sqrt(var + eps)
-    return xp.asarray(_affine(xp, y, weight, bias, x.shape[axes[0]:]), input.dtype, order="C")
+    return _affine(xp, y, weight, bias, x.shape[axes[0]:]).astype(input.dtype, copy=False)
 
 
 def _rows(x, *params):
@@ -348,7 +348,7 @@ def _rms_eps(x, eps):
     return _EPS[str(x.dtype)] if eps is None else eps
 
 
-@op("rms_norm", method=False)
+@op("rms_norm", method=False, result_layout="row_major")
 def rms_norm(xp, input, normalized_shape, weight=None, eps=None):
     """Divide by the root mean square over the trailing ``normalized_shape`` dims, then scale elementwise. Complex
     inputs divide by the complex root of the mean of their squares (z * z, not |z|^2), as PyTorch's do."""
@@ -356,7 +356,7 @@ def rms_norm(xp, input, normalized_shape, weight=None, eps=None):
     axes = _normalized("rms_norm", x, normalized_shape, weight, None)
     eps = _rms_eps(input, eps)
     y = x / xp.sqrt((x * x).mean(axis=axes, keepdims=True) + eps)
-    return xp.asarray(_affine(xp, y, weight, None, x.shape[axes[0]:]), input.dtype, order="C")
+    return _affine(xp, y, weight, None, x.shape[axes[0]:]).astype(input.dtype, copy=False)
 
 
 @rms_norm.vjp

@@ -726,10 +726,10 @@ def _cumulative(xp, input, dim, dtype, ufunc):
     x = input.astype(D.storage(acc), copy=False)
     r = ufunc.accumulate(x, axis=d) if xp is np and x.ndim else (
         (xp.cumsum if ufunc is np.add else xp.cumprod)(x, axis=d) if x.ndim else x.copy())
-    return r.astype(D.storage(rd), order="C", copy=False)  # (of any input, as PyTorch's)
+    return r.astype(D.storage(rd), copy=False)
 
 
-@op("cumsum", inplace=True, out_dtype="compute")
+@op("cumsum", inplace=True, out_dtype="compute", result_layout="row_major")
 def cumsum(xp, input, dim, *, dtype=None):
     """Running sum along ``dim``; integers and bool accumulate in int64, halves in float32."""
     return _cumulative(xp, input, dim, dtype, np.add)
@@ -740,7 +740,7 @@ def _(ctx, g):
     return (inverse_scan(g, arg(ctx, 1, "dim")),)
 
 
-@op("cumprod", inplace=True, out_dtype="compute")
+@op("cumprod", inplace=True, out_dtype="compute", result_layout="row_major")
 def cumprod(xp, input, dim, *, dtype=None):
     """Running product along ``dim``; integers and bool accumulate in int64, halves in float32."""
     return _cumulative(xp, input, dim, dtype, np.multiply)
@@ -785,10 +785,10 @@ def _cum_extreme(xp, input, dim, largest):
     hit = (x == v) | xp.isnan(x) if x.dtype.kind == "f" else x == v
     pos = xp.arange(x.shape[d]).reshape((-1,) + (1,) * (x.ndim - 1 - d))
     idx = scan(xp, np.maximum, xp.where(hit, pos, 0), d)
-    return v.astype(input.dtype, order="C"), idx.astype(np.int64, order="C")
+    return v.astype(input.dtype), idx.astype(np.int64)
 
 
-@op("cummax", returns=("values", "indices"))
+@op("cummax", returns=("values", "indices"), result_layout="row_major")
 def cummax(xp, input, dim):
     """(running maximum, its index) along ``dim``."""
     return _cum_extreme(xp, input, dim, True)
@@ -800,7 +800,7 @@ def _(ctx, g, *_):
     return (scatter_grad(x, arg(ctx, 1, "dim"), ctx.out[1], g),)
 
 
-@op("cummin", returns=("values", "indices"))
+@op("cummin", returns=("values", "indices"), result_layout="row_major")
 def cummin(xp, input, dim):
     """(running minimum, its index) along ``dim``."""
     return _cum_extreme(xp, input, dim, False)
@@ -817,7 +817,7 @@ def _logaddexp_complex(xp, a, b):
     return xp.where(xp.isneginf(big.real), big.real + 0j, big + xp.log1p(xp.exp(small - big)))
 
 
-@op("logcumsumexp")
+@op("logcumsumexp", result_layout="row_major")
 def logcumsumexp(xp, input, dim):
     """Running ``log(sum(exp(input)))`` along ``dim`` (of complex inputs too, as PyTorch's: the principal log, an
     infinitely small sum as -inf with a zero imaginary part)."""
@@ -827,8 +827,8 @@ def logcumsumexp(xp, input, dim):
     if input.ndim == 0:
         return input.copy()
     if input.dtype.kind == "c":
-        return _logcumsumexp_complex(xp, input, d).astype(input.dtype, order="C")
-    return scan(xp, np.logaddexp, up(input), d).astype(input.dtype, order="C")
+        return _logcumsumexp_complex(xp, input, d).astype(input.dtype)
+    return scan(xp, np.logaddexp, up(input), d).astype(input.dtype)
 
 
 def _logcumsumexp_complex(xp, x, d):
@@ -987,11 +987,11 @@ def trapz(xp, y, x=None, *, dx=None, dim=-1):
 trapz.vjp(trapezoid.vjp_fn)
 
 
-@op("cumulative_trapezoid", method=False)
+@op("cumulative_trapezoid", method=False, result_layout="row_major")
 def cumulative_trapezoid(xp, y, x=None, *, dx=None, dim=-1):
     """Running trapezoid-rule integral of ``y`` along ``dim`` (one element shorter than ``y`` there)."""
     terms, d, rd = _trapezoid_terms(xp, y, x, dx, dim)
-    return xp.cumsum(terms, axis=d).astype(rd, order="C", copy=False)
+    return xp.cumsum(terms, axis=d).astype(rd, copy=False)
 
 
 @cumulative_trapezoid.vjp

@@ -438,13 +438,13 @@ def _index_source(what, input, d, index, source):
     return x, idx, s
 
 
-@op("index_add", inplace=True)
+@op("index_add", inplace=True, result_layout="row_major")
 def index_add(xp, input, dim, index, source, *, alpha=1):
     """Add ``alpha * source`` into ``input`` along ``dim`` at the positions in ``index`` (repeats accumulate)."""
     d = _wrap_dim(dim, input.ndim)
     x, idx, s = _index_source("index_add_", input, d, index, source)
     cdt = _compute_dtype(x)
-    out = x.astype(cdt, order="C", copy=True)
+    out = x.astype(cdt, copy=True)
     vals = s.astype(cdt, copy=False) * alpha if alpha != 1 else s.astype(cdt, copy=False)
     _accumulate(xp, "add", out, (slice(None),) * d + (idx,), vals)
     return out.astype(input.dtype, copy=False).reshape(input.shape)
@@ -687,7 +687,7 @@ def _mask_name(mask):
             np.dtype(np.int32): "int", np.dtype(np.float64): "double"}.get(np.dtype(mask.dtype), str(mask.dtype))
 
 
-@op("masked_fill", inplace=True)
+@op("masked_fill", inplace=True, result_layout="row_major")
 def masked_fill(xp, input, mask, value):
     """``value`` where ``mask`` is true, ``input`` elsewhere (``mask`` broadcast against ``input``)."""
     _check_mask("masked_fill_", mask)
@@ -700,7 +700,7 @@ def masked_fill(xp, input, mask, value):
         raise RuntimeError("value cannot be converted to type without overflow")
     broadcast_shapes(input.shape, mask.shape)
     fill = xp.asarray(D.number_as(value, input.dtype)).astype(_compute_dtype(input))
-    return xp.where(mask, fill, input.astype(fill.dtype, copy=False)).astype(input.dtype, order="C", copy=False)
+    return xp.where(mask, fill, input.astype(fill.dtype, copy=False)).astype(input.dtype, copy=False)
 
 
 @masked_fill.vjp
@@ -752,12 +752,12 @@ def _(ctx, g):
 
 
 # ---- nonzero ------------------------------------------------------------------------------------
-@op("nonzero", differentiable=False)
+@op("nonzero", differentiable=False, result_layout="row_major")
 def nonzero(xp, input, *, as_tuple=False):
     """The positions of the nonzero elements: an (n, ndim) int64 tensor, or one 1-D tensor per dim."""
     if as_tuple:
-        return tuple(i.astype(np.int64, order="C", copy=False) for i in xp.nonzero(_as_1d(input)))
-    return xp.asarray(xp.argwhere(input), np.int64, order="C")  # (NumPy's is the transpose of a (ndim, n))
+        return tuple(i.astype(np.int64, copy=False) for i in xp.nonzero(_as_1d(input)))
+    return xp.argwhere(input).astype(np.int64, copy=False)
 
 
 @op("argwhere", differentiable=False)

@@ -56,7 +56,7 @@ def _(ctx, g):
     return (scatter_grad(x, 0, x.argsort(0), g),)
 
 
-@op("topk", returns=("values", "indices"))
+@op("topk", returns=("values", "indices"), result_layout="row_major")
 def topk(xp, input, k, dim=-1, largest=True, sorted=True):
     """The ``k`` largest (or smallest) elements along ``dim`` and their indices, in sorted order."""
     d = one_dim(dim, input.ndim)
@@ -65,7 +65,7 @@ def topk(xp, input, k, dim=-1, largest=True, sorted=True):
         raise RuntimeError("selected index k out of range")
     if input.ndim == 0:
         return input.copy(), xp.zeros((), np.int64)
-    i = xp.asarray(order(xp, input, d, largest)[(slice(None),) * d + (slice(0, k),)], order="C")
+    i = order(xp, input, d, largest)[(slice(None),) * d + (slice(0, k),)]
     return xp.take_along_axis(input, i, axis=d), i
 
 
@@ -74,7 +74,7 @@ def _(ctx, g, *_):
     return (scatter_grad(ctx.args[0], arg(ctx, 2, "dim", -1), ctx.out[1], g),)
 
 
-@op("kthvalue", returns=("values", "indices"))
+@op("kthvalue", returns=("values", "indices"), result_layout="row_major")
 def kthvalue(xp, input, k, dim=-1, keepdim=False):
     """(k-th smallest value, its index) along ``dim``; k counts from 1."""
     d = one_dim(dim, input.ndim)
@@ -84,7 +84,7 @@ def kthvalue(xp, input, k, dim=-1, keepdim=False):
         raise RuntimeError(f"kthvalue(): selected number k out of range for dimension {d}")
     if input.ndim == 0:
         return input.copy(), xp.zeros((), np.int64)
-    i = xp.asarray(order(xp, input, d)[(slice(None),) * d + (slice(k - 1, k),)], order="C")
+    i = order(xp, input, d)[(slice(None),) * d + (slice(k - 1, k),)]
     v = xp.take_along_axis(input, i, axis=d)
     return (v, i) if keepdim else (v.squeeze(d), i.squeeze(d))
 
