@@ -182,7 +182,10 @@ def test_worker_info_and_rrefs(both):
     t, e = both
     assert e["worker_info"] == t["worker_info"]
     np.testing.assert_array_equal(e["rref"][0], t["rref"][0])
-    assert e["rref"][1:] == t["rref"][1:]
+    assert e["rref"][1:4] == t["rref"][1:4]
+    # confirmed_by_owner after to_here: ember's owner confirms with the remote call's answer, which to_here waits
+    # for; PyTorch confirms in a callback of its own, which may not have run yet (False on a loaded CI machine)
+    assert e["rref"][4] is True
     assert e["local_value_error"] == t["local_value_error"]
 
 
