@@ -11,7 +11,7 @@ from .. import _promotion as P
 from .._halfcast import narrow, widen
 from .._registry import REGISTRY, TORCH_NAME, op
 from .._tensor import Tensor
-from .activation import grads
+from .activation import bound, grads
 from .arithmetic import saves, wanted
 
 _HALF = (np.dtype(np.float16), D.bfloat16.np)
@@ -159,7 +159,6 @@ def bmm(xp, input, mat2):
     """Batched product of two stacks of matrices with the same batch size."""
     _check_bmm(input, mat2)
     return _rounded(_mm(xp, input, mat2), input.dtype)
-
 
 
 # ---- grouped products (mixture-of-experts layers) -----------------------------------------------
@@ -339,8 +338,8 @@ bmm.vjp(mm.vjp_fn)
 def _(ctx, g):
     """Each factor's gradient is a grouped product again, of the output gradient and the other factor transposed,
     over the same offsets (in the mode the shapes then give)."""
-    a, b = ctx.args[:2]
-    offs = ctx.args[2] if len(ctx.args) > 2 else ctx.kwargs.get("offs")
+    call = bound(ctx, _grouped_mm)
+    a, b, offs = call["input"], call["mat2"], call["offs"]
     wa, wb = wanted(ctx)[:2]
     return grads(ctx, _grouped_mm, input=_grouped_mm(g, b.mT, offs) if wa else None,
                  mat2=_grouped_mm(a.mT, g, offs) if wb else None)

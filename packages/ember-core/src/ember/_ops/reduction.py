@@ -819,8 +819,8 @@ def _logaddexp_complex(xp, a, b):
 
 @op("logcumsumexp", result_layout="row_major")
 def logcumsumexp(xp, input, dim):
-    """Running ``log(sum(exp(input)))`` along ``dim`` (of complex inputs too, as PyTorch's: the principal log, an
-    infinitely small sum as -inf with a zero imaginary part)."""
+    """Running ``log(sum(exp(input)))`` along ``dim``; of complex inputs too, as PyTorch's: imaginary parts on the
+    branch its one-at-a-time sums give, an infinitely small sum as -inf with a zero imaginary part."""
     d = one_dim(dim, input.ndim)
     if not inexact(input):
         raise NotImplementedError(f"\"logcumsumexp_out_cpu\" not implemented for '{TORCH_NAME[dtype_of(input)]}'")

@@ -129,7 +129,8 @@ _MUL_KERNELS = {np.dtype(dt): _kernels.raw_kernel(name, f"#define ET {t}\n#defin
 
 
 def _accumulate(xp, reduce, out, pos, vals):
-    """``out[pos] op= vals`` with repeated positions combined (``out`` is flat, ``pos`` flat positions)."""
+    """``out[pos] op= vals`` with repeated positions combined (``pos``: flat positions into a flat ``out``, or an
+    index tuple)."""
     how = _UFUNC[reduce]
     if out.dtype == np.bool_ and how in ("add", "multiply"):
         how = "logical_or" if how == "add" else "logical_and"
